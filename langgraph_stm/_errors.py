@@ -1,0 +1,46 @@
+"""The exception hierarchy of langgraph-stm.
+
+Every error the package raises on purpose derives from :class:`STMError`, so one
+``except STMError`` catches them all:
+
+- :class:`STMError` - base class; never raised directly.
+- :class:`StateUpdateError` - a state update is malformed (a plan step without
+  ``id``, an unknown status, a record that is not a dict). Also a ``ValueError``.
+- :class:`InvalidMessageError` - a value that should be a LangChain message is not
+  one, or a message is malformed. Also a ``TypeError``.
+- :class:`TokenizerError` - an encoding is unknown, or its shipped data file is
+  missing or corrupted.
+
+Later modules add their own subclasses here (tool-pair, budget, summarization,
+checkpoint errors), so the whole hierarchy stays readable in one file.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InvalidMessageError", "STMError", "StateUpdateError", "TokenizerError"]
+
+
+class STMError(Exception):
+    """Base class of every error raised by langgraph-stm."""
+
+
+class StateUpdateError(STMError, ValueError):
+    """A state update for one of the structured fields is malformed.
+
+    The message names the field (``plan``, ``constraints``...) and, where it has
+    one, the record id at fault.
+    """
+
+    def __init__(self, field: str, problem: str, *, record_id: str | None = None) -> None:
+        self.field = field
+        self.record_id = record_id
+        where = f"{field}[id={record_id!r}]" if record_id is not None else field
+        super().__init__(f"invalid update for {where}: {problem}")
+
+
+class TokenizerError(STMError):
+    """An encoding cannot be built: unknown name, or missing/corrupted data file."""
+
+
+class InvalidMessageError(STMError, TypeError):
+    """A value that should be a LangChain message is not one, or is malformed."""

@@ -1,0 +1,377 @@
+"""The structured thread state: :class:`STMState`, its record types and reducers.
+
+Each structured field has its own reducer, so nodes send *updates*, not rebuilt
+values:
+
+- ``plan``, ``constraints`` and ``artifacts`` are lists of records merged **by id**:
+  an update item with a known id changes only the keys it carries (a status update
+  needs no resend of the list), an unknown id appends a new record, and
+  ``remove_record(id)`` deletes one (``remove_record(REMOVE_ALL)`` empties the list).
+- ``goal`` is replaced by the latest write.
+- ``last_error`` is replaced by the latest write; writing ``None`` clears it.
+- ``summary`` never goes backwards: a write whose ``version`` is not greater than the
+  current one is ignored, which makes summarization idempotent when LangGraph re-runs
+  a node on resume.
+
+Records are plain ``TypedDict`` values so that they serialize through LangGraph's
+checkpoint serde unchanged.
+
+Example:
+    >>> from langgraph_stm import merge_plan
+    >>> plan = merge_plan([], [{"id": "s1", "task": "read the spec"}])
+    >>> merge_plan(plan, {"id": "s1", "status": "done"})
+    [{'id': 's1', 'task': 'read the spec', 'status': 'done'}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from typing_extensions import NotRequired, Required, TypedDict
+
+from langgraph_stm._errors import StateUpdateError
+
+__all__ = [
+    "REMOVE_ALL",
+    "Artifact",
+    "Constraint",
+    "ConstraintStatus",
+    "ErrorRecord",
+    "PlanStatus",
+    "PlanStep",
+    "STMState",
+    "Summary",
+    "SummaryCoverage",
+    "merge_artifacts",
+    "merge_constraints",
+    "merge_plan",
+    "remove_record",
+    "set_last_error",
+    "update_summary",
+]
+
+PlanStatus = Literal["pending", "in_progress", "done", "blocked"]
+ConstraintStatus = Literal["confirmed", "pending"]
+
+REMOVE_ALL = "__remove_all__"
+"""Pass to :func:`remove_record` to empty a whole list field."""
+
+_REMOVE_KEY = "__remove__"
+
+
+class PlanStep(TypedDict):
+    """One step of the task plan."""
+
+    id: str
+    """Stable identifier; updates and removals address the step by it."""
+    task: str
+    """What the step does, in one line."""
+    status: PlanStatus
+    """``pending``, ``in_progress``, ``done`` or ``blocked``."""
+
+
+class Constraint(TypedDict):
+    """A rule the agent must respect for the rest of the task."""
+
+    id: str
+    """Stable identifier; updates and removals address the constraint by it."""
+    text: str
+    """The constraint, verbatim (it is never paraphrased by summaries)."""
+    source_message_id: str | None
+    """Id of the message the constraint came from, if any."""
+    status: ConstraintStatus
+    """``confirmed`` (binding) or ``pending`` (proposed, awaiting confirmation)."""
+
+
+class Artifact(TypedDict):
+    """A large output kept out of the context as a summary plus a reference."""
+
+    id: str
+    """Stable identifier."""
+    kind: str
+    """Free-form kind: ``file``, ``tool_output``, ``table``..."""
+    summary: str
+    """Short description that the context builder shows instead of the full output."""
+    uri: str | None
+    """Where the full content lives, if it is stored anywhere."""
+    source_message_id: str | None
+    """Id of the message (usually a ToolMessage) that produced it."""
+    tokens: int
+    """Size of the full content in tokens, for budgeting decisions."""
+
+
+class ErrorRecord(TypedDict):
+    """The last error the agent hit, with how it intends to recover."""
+
+    message: str
+    """What went wrong."""
+    recovery: str | None
+    """The recovery being attempted, if decided."""
+    step_id: str | None
+    """The plan step that failed, if any."""
+    at: str | None
+    """When it happened, ISO 8601."""
+
+
+class SummaryCoverage(TypedDict):
+    """A bounded record of which messages a summary covers (not an ever-growing set)."""
+
+    first_message_id: str
+    """Id of the oldest message folded into the summary."""
+    last_message_id: str
+    """Id of the newest message folded into the summary."""
+    message_count: int
+    """How many messages the summary covers in total."""
+
+
+class Summary(TypedDict):
+    """The running summary of the messages moved out of ``messages``."""
+
+    text: Required[str]
+    """The summary text, bounded in tokens by the summarizer."""
+    version: Required[int]
+    """Starts at 1 and grows by one per summarization; never goes backwards."""
+    coverage: NotRequired[SummaryCoverage | None]
+    """Which messages the summary covers."""
+    covered_until_message_id: NotRequired[str | None]
+    """Id of the newest message covered; messages after it are live in ``messages``."""
+    goal: NotRequired[str | None]
+    """The goal as understood from the covered messages."""
+    constraints: NotRequired[list[str]]
+    """Confirmed constraints found in the covered messages, verbatim."""
+    completed_steps: NotRequired[list[str]]
+    """Work finished in the covered messages."""
+    open_questions: NotRequired[list[str]]
+    """Questions raised and not yet answered."""
+    errors: NotRequired[list[str]]
+    """Errors met in the covered messages, each with its recovery."""
+
+
+_R = TypeVar("_R", PlanStep, Constraint, Artifact)
+
+_PLAN_STATUSES: frozenset[str] = frozenset(get_args(PlanStatus))
+_CONSTRAINT_STATUSES: frozenset[str] = frozenset(get_args(ConstraintStatus))
+
+
+def remove_record(record_id: str) -> dict[str, Any]:
+    """Return an update item that removes the record ``record_id`` from a list field.
+
+    Works for ``plan``, ``constraints`` and ``artifacts``; pass :data:`REMOVE_ALL`
+    to empty the field.
+
+    Example:
+        >>> from langgraph_stm import merge_constraints, remove_record
+        >>> current = merge_constraints([], [{"id": "c1", "text": "no prod writes"}])
+        >>> merge_constraints(current, remove_record("c1"))
+        []
+    """
+    return {"id": record_id, _REMOVE_KEY: True}
+
+
+def _items(field: str, update: object) -> list[Mapping[str, Any]]:
+    if update is None:
+        return []
+    if isinstance(update, Mapping):
+        return [update]
+    if isinstance(update, list | tuple):
+        for item in update:
+            if not isinstance(item, Mapping):
+                raise StateUpdateError(
+                    field, f"expected a dict per record, got {type(item).__name__}"
+                )
+        return list(update)
+    raise StateUpdateError(
+        field, f"expected a record dict or a list of them, got {type(update).__name__}"
+    )
+
+
+def _record_id(field: str, item: Mapping[str, Any]) -> str:
+    record_id = item.get("id")
+    if not isinstance(record_id, str) or not record_id:
+        raise StateUpdateError(field, f"every record needs a non-empty string 'id', got {item!r}")
+    return record_id
+
+
+def _merge_by_id(
+    field: str,
+    current: list[_R] | None,
+    update: object,
+    complete: Callable[[Mapping[str, Any]], dict[str, Any]],
+    check: Callable[[str, Mapping[str, Any]], None],
+) -> list[_R]:
+    merged: dict[str, dict[str, Any]] = {rec["id"]: dict(rec) for rec in current or []}
+    for item in _items(field, update):
+        record_id = _record_id(field, item)
+        if item.get(_REMOVE_KEY):
+            if record_id == REMOVE_ALL:
+                merged.clear()
+            else:
+                merged.pop(record_id, None)
+            continue
+        check(record_id, item)
+        if record_id in merged:
+            merged[record_id].update(item)
+        else:
+            merged[record_id] = complete(item)
+    return cast(list[_R], list(merged.values()))
+
+
+def _require(field: str, record_id: str, item: Mapping[str, Any], key: str) -> None:
+    if not isinstance(item.get(key), str):
+        raise StateUpdateError(field, f"a new record needs a string {key!r}", record_id=record_id)
+
+
+def _check_choice(
+    field: str, record_id: str, item: Mapping[str, Any], key: str, allowed: frozenset[str]
+) -> None:
+    if key in item and item[key] not in allowed:
+        raise StateUpdateError(
+            field,
+            f"unknown {key} {item[key]!r}; expected one of {sorted(allowed)}",
+            record_id=record_id,
+        )
+
+
+def merge_plan(current: list[PlanStep] | None, update: object) -> list[PlanStep]:
+    """Reducer for ``plan``: merge steps by id; new steps need ``task``.
+
+    A new step without ``status`` starts ``pending``.
+
+    Example:
+        >>> merge_plan(None, {"id": "s1", "task": "draft"})
+        [{'id': 's1', 'task': 'draft', 'status': 'pending'}]
+    """
+
+    def complete(item: Mapping[str, Any]) -> dict[str, Any]:
+        _require("plan", item["id"], item, "task")
+        return {"id": item["id"], "task": item["task"], "status": "pending", **item}
+
+    def check(record_id: str, item: Mapping[str, Any]) -> None:
+        _check_choice("plan", record_id, item, "status", _PLAN_STATUSES)
+
+    return _merge_by_id("plan", current, update, complete, check)
+
+
+def merge_constraints(current: list[Constraint] | None, update: object) -> list[Constraint]:
+    """Reducer for ``constraints``: merge by id; new constraints need ``text``.
+
+    A new constraint without ``status`` is ``confirmed``.
+
+    Example:
+        >>> merge_constraints(None, {"id": "c1", "text": "never email external domains"})
+        [{'id': 'c1', 'text': 'never email external domains', 'source_message_id': None, 'status': 'confirmed'}]
+    """  # noqa: E501
+
+    def complete(item: Mapping[str, Any]) -> dict[str, Any]:
+        _require("constraints", item["id"], item, "text")
+        base = {"id": item["id"], "text": item["text"], "source_message_id": None}
+        return {**base, "status": "confirmed", **item}
+
+    def check(record_id: str, item: Mapping[str, Any]) -> None:
+        _check_choice("constraints", record_id, item, "status", _CONSTRAINT_STATUSES)
+
+    return _merge_by_id("constraints", current, update, complete, check)
+
+
+def merge_artifacts(current: list[Artifact] | None, update: object) -> list[Artifact]:
+    """Reducer for ``artifacts``: merge by id; new artifacts need ``kind`` and ``summary``.
+
+    Example:
+        >>> art = merge_artifacts(None, {"id": "a1", "kind": "file", "summary": "CSV, 10k rows"})
+        >>> art[0]["uri"], art[0]["tokens"]
+        (None, 0)
+    """
+
+    def complete(item: Mapping[str, Any]) -> dict[str, Any]:
+        _require("artifacts", item["id"], item, "kind")
+        _require("artifacts", item["id"], item, "summary")
+        base: dict[str, Any] = {"id": item["id"], "kind": item["kind"]}
+        base |= {"summary": item["summary"], "uri": None, "source_message_id": None}
+        return {**base, "tokens": 0, **item}
+
+    def check(record_id: str, item: Mapping[str, Any]) -> None:
+        tokens = item.get("tokens", 0)
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise StateUpdateError(
+                "artifacts", f"'tokens' must be a non-negative int, got {tokens!r}",
+                record_id=record_id,
+            )
+
+    return _merge_by_id("artifacts", current, update, complete, check)
+
+
+def set_last_error(current: ErrorRecord | None, update: object) -> ErrorRecord | None:
+    """Reducer for ``last_error``: the latest write wins; ``None`` clears it.
+
+    Example:
+        >>> err = set_last_error(None, {"message": "HTTP 503 from billing API"})
+        >>> err["recovery"] is None, set_last_error(err, None)
+        (True, None)
+    """
+    if update is None:
+        return None
+    if not isinstance(update, Mapping) or not isinstance(update.get("message"), str):
+        raise StateUpdateError(
+            "last_error", f"expected None or a dict with a string 'message', got {update!r}"
+        )
+    record = {"message": update["message"], "recovery": None, "step_id": None, "at": None}
+    return cast(ErrorRecord, record | dict(update))
+
+
+def update_summary(current: Summary | None, update: object) -> Summary | None:
+    """Reducer for ``summary``: keep the write with the highest version.
+
+    A write whose version is not greater than the current one is a no-op, so a node
+    that LangGraph re-runs on resume cannot move the summary backwards or apply it twice.
+    ``None`` is a no-op too.
+
+    Example:
+        >>> s1 = update_summary(None, {"text": "user wants a refund", "version": 1})
+        >>> update_summary(s1, {"text": "stale", "version": 1})["text"]
+        'user wants a refund'
+    """
+    if update is None:
+        return current
+    if not isinstance(update, Mapping):
+        raise StateUpdateError("summary", f"expected a Summary dict, got {type(update).__name__}")
+    version = update.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise StateUpdateError("summary", f"'version' must be an int >= 1, got {version!r}")
+    if not isinstance(update.get("text"), str):
+        raise StateUpdateError("summary", "'text' must be a string")
+    if current is not None and version <= current["version"]:
+        return current
+    return cast(Summary, dict(update))
+
+
+class STMState(TypedDict, total=False):
+    """Graph state with messages and the structured short-term memory of a thread.
+
+    Use it as the state schema of a ``StateGraph``, or subclass it to add keys.
+
+    Example:
+        >>> from langgraph.graph import StateGraph, START
+        >>> def plan_node(state: STMState) -> dict:
+        ...     return {"goal": "ship v2", "plan": [{"id": "s1", "task": "migrate"}]}
+        >>> graph = StateGraph(STMState).add_node(plan_node).add_edge(START, "plan_node")
+        >>> graph.compile().invoke({"messages": []})["plan"][0]["status"]
+        'pending'
+    """
+
+    messages: Required[Annotated[list[AnyMessage], add_messages]]
+    """The conversation, with stable ids (``add_messages`` semantics)."""
+    goal: str | None
+    """What the task is for; replaced by the latest write."""
+    plan: Annotated[list[PlanStep], merge_plan]
+    """Steps of the task, merged by id."""
+    constraints: Annotated[list[Constraint], merge_constraints]
+    """Rules the agent must respect, merged by id, removable by id."""
+    artifacts: Annotated[list[Artifact], merge_artifacts]
+    """Large outputs kept as summary + reference, merged by id."""
+    last_error: Annotated[ErrorRecord | None, set_last_error]
+    """The last error and its recovery; write ``None`` to clear."""
+    summary: Annotated[Summary | None, update_summary]
+    """Running summary of the messages moved out of ``messages``; never goes backwards."""

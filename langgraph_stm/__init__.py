@@ -9,10 +9,13 @@ Example:
 """
 
 from langgraph_stm._errors import (
+    BudgetExceededError,
     InvalidMessageError,
     StateUpdateError,
     STMError,
+    SummarizationError,
     TokenizerError,
+    ToolPairError,
 )
 from langgraph_stm._state import (
     REMOVE_ALL,
@@ -39,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "REMOVE_ALL",
     "Artifact",
+    "BudgetExceededError",
     "CacheInfo",
     "Constraint",
     "ConstraintStatus",
@@ -49,10 +53,12 @@ __all__ = [
     "STMError",
     "STMState",
     "StateUpdateError",
+    "SummarizationError",
     "Summary",
     "SummaryCoverage",
     "TokenCounter",
     "TokenizerError",
+    "ToolPairError",
     "__version__",
     "load_encoding",
     "merge_artifacts",

@@ -10,14 +10,28 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
   one, or a message is malformed. Also a ``TypeError``.
 - :class:`TokenizerError` - an encoding is unknown, or its shipped data file is
   missing or corrupted.
+- :class:`ToolPairError` - a history breaks tool-call/tool-result integrity (orphan
+  ToolMessage, result not right after its call, duplicate result, dangling call).
+- :class:`BudgetExceededError` - the mandatory part of a context alone exceeds the
+  token budget, so nothing can be dropped to fit without cutting a unit.
+- :class:`SummarizationError` - a summarizer raised or kept answering invalidly; the
+  state is left exactly as it was.
 
-Later modules add their own subclasses here (tool-pair, budget, summarization,
-checkpoint errors), so the whole hierarchy stays readable in one file.
+Every module adds its error classes here, so the whole hierarchy stays readable in
+one file.
 """
 
 from __future__ import annotations
 
-__all__ = ["InvalidMessageError", "STMError", "StateUpdateError", "TokenizerError"]
+__all__ = [
+    "BudgetExceededError",
+    "InvalidMessageError",
+    "STMError",
+    "StateUpdateError",
+    "SummarizationError",
+    "TokenizerError",
+    "ToolPairError",
+]
 
 
 class STMError(Exception):
@@ -44,3 +58,30 @@ class TokenizerError(STMError):
 
 class InvalidMessageError(STMError, TypeError):
     """A value that should be a LangChain message is not one, or is malformed."""
+
+
+class ToolPairError(STMError, ValueError):
+    """A history breaks tool-call/tool-result integrity.
+
+    ``message_ids`` lists the ids of the messages at fault.
+    """
+
+    def __init__(self, message: str, *, message_ids: tuple[str, ...] = ()) -> None:
+        self.message_ids = message_ids
+        super().__init__(message)
+
+
+class BudgetExceededError(STMError):
+    """The mandatory part of a context alone exceeds the token budget.
+
+    ``required`` is the token count of the mandatory part, ``max_tokens`` the budget.
+    """
+
+    def __init__(self, message: str, *, required: int, max_tokens: int) -> None:
+        self.required = required
+        self.max_tokens = max_tokens
+        super().__init__(message)
+
+
+class SummarizationError(STMError):
+    """A summarizer raised or kept answering invalidly; the state was left untouched."""

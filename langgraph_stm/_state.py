@@ -26,11 +26,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, TypeVar, cast, get_args
+from typing import Annotated, Any, Literal, NotRequired, Required, TypeVar, cast, get_args
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 from langgraph_stm._errors import StateUpdateError
 

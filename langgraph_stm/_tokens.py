@@ -275,7 +275,8 @@ class TokenCounter:
         >>> call = AIMessage("", id="a1", tool_calls=[
         ...     {"name": "search", "args": {"q": "weather"}, "id": "c1"}])
         >>> result = ToolMessage("sunny", tool_call_id="c1", id="t1")
-        >>> counter([call, result]) == 3 + counter.count_message(call) + counter.count_message(result)
+        >>> per_message = counter.count_message(call) + counter.count_message(result)
+        >>> counter([call, result]) == 3 + per_message
         True
     """
 

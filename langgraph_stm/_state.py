@@ -296,7 +296,8 @@ def merge_artifacts(current: list[Artifact] | None, update: object) -> list[Arti
         tokens = item.get("tokens", 0)
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
             raise StateUpdateError(
-                "artifacts", f"'tokens' must be a non-negative int, got {tokens!r}",
+                "artifacts",
+                f"'tokens' must be a non-negative int, got {tokens!r}",
                 record_id=record_id,
             )
 

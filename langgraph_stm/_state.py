@@ -25,10 +25,22 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, NotRequired, Required, TypeVar, cast, get_args
+from collections.abc import Callable, Mapping, Sequence
+from typing import (
+    Annotated,
+    Any,
+    Generic,
+    Literal,
+    NotRequired,
+    Required,
+    TypeVar,
+    cast,
+    get_args,
+)
 
 from langchain_core.messages import AnyMessage
+from langgraph.channels.base import BaseChannel
+from langgraph.errors import EmptyChannelError
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
@@ -348,6 +360,67 @@ def update_summary(current: Summary | None, update: object) -> Summary | None:
     return cast(Summary, dict(update))
 
 
+_V = TypeVar("_V")
+
+
+class _ReducedValue(BaseChannel[_V, Any, _V], Generic[_V]):
+    """A channel that passes *every* write through its reducer, the first one included.
+
+    LangGraph's default reducer channel stores the first write to an empty channel
+    as is when the field type (``ErrorRecord | None``) cannot be instantiated, which
+    would skip validation and defaults. This channel starts from ``None`` instead.
+    """
+
+    __slots__ = ("_has_value", "reducer", "value")
+
+    def __init__(self, reducer: Callable[[Any, Any], _V], typ: Any = object) -> None:
+        super().__init__(typ)
+        self.reducer = reducer
+        self.value: _V | None = None
+        self._has_value = False
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ReducedValue) and other.reducer is self.reducer
+
+    def __hash__(self) -> int:
+        return hash(self.reducer)
+
+    @property
+    def ValueType(self) -> Any:
+        return self.typ
+
+    @property
+    def UpdateType(self) -> Any:
+        return self.typ
+
+    def from_checkpoint(self, checkpoint: Any) -> _ReducedValue[_V]:
+        channel = _ReducedValue(self.reducer, self.typ)
+        channel.key = self.key
+        # An empty channel is checkpointed as LangGraph's "missing" sentinel: anything
+        # that is not a stored record (a dict) or a cleared value (None) means empty.
+        if checkpoint is None or isinstance(checkpoint, Mapping):
+            channel.value = cast(_V, checkpoint)
+            channel._has_value = True
+        return channel
+
+    def get(self) -> _V:
+        if not self._has_value:
+            raise EmptyChannelError()
+        return cast(_V, self.value)
+
+    def is_available(self) -> bool:
+        return self._has_value
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        value = self.value
+        for update in values:
+            value = self.reducer(value, update)
+        self.value, self._has_value = value, True
+        return True
+
+
 class STMState(TypedDict, total=False):
     """Graph state with messages and the structured short-term memory of a thread.
 
@@ -372,7 +445,7 @@ class STMState(TypedDict, total=False):
     """Rules the agent must respect, merged by id, removable by id."""
     artifacts: Annotated[list[Artifact], merge_artifacts]
     """Large outputs kept as summary + reference, merged by id."""
-    last_error: Annotated[ErrorRecord | None, set_last_error]
+    last_error: Annotated[ErrorRecord | None, _ReducedValue(set_last_error)]
     """The last error and its recovery; write ``None`` to clear."""
-    summary: Annotated[Summary | None, update_summary]
+    summary: Annotated[Summary | None, _ReducedValue(update_summary)]
     """Running summary of the messages moved out of ``messages``; never goes backwards."""

@@ -15,6 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# "ci" (set by .ci/run) runs the property tests with no deadline: CI machines are
+# shared and slow, and a deadline would turn load into flaky failures. Tests that need
+# many examples ask for them with @settings(max_examples=...) themselves.
+settings.register_profile(
+    "ci", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 ADMIN_URI = os.environ.get("STM_TEST_POSTGRES_URI", "postgresql://postgres@127.0.0.1:5432/postgres")
 

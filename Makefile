@@ -1,0 +1,38 @@
+# Everyday commands. Each creates ./.venv on first use and installs what it needs
+# from this repository's own files, so they work on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+
+# the package with every backend, plus the dev tools of [dependency-groups] dev
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --group dev -e ".[all]"
+	touch $@
+
+# the offline demo on the embedded default (SQLite file), no server, no API key
+demo: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[sqlite]"
+	$(BIN)/python -m langgraph_stm demo
+
+# the whole test suite (PostgreSQL tests use STM_TEST_POSTGRES_URI, default 127.0.0.1:5432)
+test: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check langgraph_stm tests benchmarks
+	$(BIN)/ruff format --check langgraph_stm tests benchmarks
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+bench: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/bench_tokens.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis stm-demo.sqlite*

@@ -176,12 +176,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     demo = commands.add_parser("demo", help="run the offline demo agent on a SQLite file")
     demo.add_argument("--db", type=Path, default=Path("stm-demo.sqlite"), help="SQLite file")
     demo.add_argument("--thread", default=None, help="thread id (default: a new one)")
+    demo.set_defaults(run=lambda a, o: _demo(a.db, a.thread or f"demo-{uuid.uuid4().hex[:8]}", o))
     args = parser.parse_args(argv)
-    stream = out if out is not None else sys.stdout
-    if args.command == "demo":
-        return _demo(args.db, args.thread or f"demo-{uuid.uuid4().hex[:8]}", stream)
-    parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse exits
-    return 2  # pragma: no cover
+    code: int = args.run(args, out if out is not None else sys.stdout)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

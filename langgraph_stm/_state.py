@@ -247,6 +247,35 @@ def _check_choice(
         )
 
 
+def _check_strings(
+    field: str, record_id: str, item: Mapping[str, Any], keys: tuple[str, ...]
+) -> None:
+    for key in keys:
+        if key in item and not isinstance(item[key], str):
+            raise StateUpdateError(
+                field, f"{key!r} must be a string, got {item[key]!r}", record_id=record_id
+            )
+
+
+def _check_plan_step(record_id: str, item: Mapping[str, Any]) -> None:
+    _check_choice("plan", record_id, item, "status", _PLAN_STATUSES)
+    _check_strings("plan", record_id, item, ("task",))
+
+
+def _check_constraint(record_id: str, item: Mapping[str, Any]) -> None:
+    _check_choice("constraints", record_id, item, "status", _CONSTRAINT_STATUSES)
+    _check_strings("constraints", record_id, item, ("text",))
+
+
+def _check_artifact(record_id: str, item: Mapping[str, Any]) -> None:
+    _check_strings("artifacts", record_id, item, ("kind", "summary"))
+    tokens = item.get("tokens", 0)
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise StateUpdateError(
+            "artifacts", f"'tokens' must be a non-negative int, got {tokens!r}", record_id=record_id
+        )
+
+
 def merge_plan(current: list[PlanStep] | None, update: object) -> list[PlanStep]:
     """Reducer for ``plan``: merge steps by id; new steps need ``task``.
 
@@ -261,10 +290,7 @@ def merge_plan(current: list[PlanStep] | None, update: object) -> list[PlanStep]
         _require("plan", item["id"], item, "task")
         return {"id": item["id"], "task": item["task"], "status": "pending", **item}
 
-    def check(record_id: str, item: Mapping[str, Any]) -> None:
-        _check_choice("plan", record_id, item, "status", _PLAN_STATUSES)
-
-    return _merge_by_id("plan", current, update, complete, check)
+    return _merge_by_id("plan", current, update, complete, _check_plan_step)
 
 
 def merge_constraints(current: list[Constraint] | None, update: object) -> list[Constraint]:
@@ -282,10 +308,7 @@ def merge_constraints(current: list[Constraint] | None, update: object) -> list[
         base = {"id": item["id"], "text": item["text"], "source_message_id": None}
         return {**base, "status": "confirmed", **item}
 
-    def check(record_id: str, item: Mapping[str, Any]) -> None:
-        _check_choice("constraints", record_id, item, "status", _CONSTRAINT_STATUSES)
-
-    return _merge_by_id("constraints", current, update, complete, check)
+    return _merge_by_id("constraints", current, update, complete, _check_constraint)
 
 
 def merge_artifacts(current: list[Artifact] | None, update: object) -> list[Artifact]:
@@ -304,16 +327,7 @@ def merge_artifacts(current: list[Artifact] | None, update: object) -> list[Arti
         base |= {"summary": item["summary"], "uri": None, "source_message_id": None}
         return {**base, "tokens": 0, **item}
 
-    def check(record_id: str, item: Mapping[str, Any]) -> None:
-        tokens = item.get("tokens", 0)
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-            raise StateUpdateError(
-                "artifacts",
-                f"'tokens' must be a non-negative int, got {tokens!r}",
-                record_id=record_id,
-            )
-
-    return _merge_by_id("artifacts", current, update, complete, check)
+    return _merge_by_id("artifacts", current, update, complete, _check_artifact)
 
 
 def set_last_error(current: ErrorRecord | None, update: object) -> ErrorRecord | None:
@@ -358,6 +372,41 @@ def update_summary(current: Summary | None, update: object) -> Summary | None:
     if current is not None and version <= current["version"]:
         return current
     return cast(Summary, dict(update))
+
+
+_RECORD_CHECKS: dict[str, Callable[[str, Mapping[str, Any]], None]] = {
+    "plan": _check_plan_step,
+    "constraints": _check_constraint,
+    "artifacts": _check_artifact,
+}
+
+
+def validate_update(field: str, update: object) -> None:
+    """Raise :class:`StateUpdateError` if ``update`` can never be valid for ``field``.
+
+    The checks need no current value (ids present, statuses known, types right), so a
+    checkpointer can run them on a node's writes *before* persisting them: LangGraph
+    keeps a failed step's writes as pending writes, and a write that makes the reducer
+    raise would otherwise make the thread fail again on every read. Fields other than
+    the structured ones are not checked.
+
+    Example:
+        >>> validate_update("plan", {"id": "s1", "status": "done"})
+        >>> validate_update("plan", {"status": "done"})
+        Traceback (most recent call last):
+        ...
+        langgraph_stm._errors.StateUpdateError: invalid update for plan: every record needs a non-empty string 'id', got {'status': 'done'}
+    """  # noqa: E501
+    check = _RECORD_CHECKS.get(field)
+    if check is not None:
+        for item in _items(field, update):
+            record_id = _record_id(field, item)
+            if not item.get(_REMOVE_KEY):
+                check(record_id, item)
+    elif field == "last_error":
+        set_last_error(None, update)
+    elif field == "summary":
+        update_summary(None, update)
 
 
 _V = TypeVar("_V")

@@ -184,3 +184,45 @@ class TestSummaryReducer:
         """Summaries need a string text and an int version >= 1."""
         with pytest.raises(StateUpdateError, match="summary"):
             update_summary(None, bad)
+
+
+class TestValidateUpdate:
+    """validate_update checks what needs no current value, before anything is written."""
+
+    @pytest.mark.parametrize(
+        ("field", "update"),
+        [
+            ("plan", {"task": "no id"}),
+            ("plan", {"id": "s1", "status": "finished"}),
+            ("plan", {"id": "s1", "task": 7}),
+            ("constraints", [{"id": "c1", "text": "x", "status": "maybe"}]),
+            ("artifacts", {"id": "a1", "tokens": -5}),
+            ("last_error", {"recovery": "retry"}),
+            ("summary", {"text": "x", "version": 0}),
+            ("plan", "s1"),
+        ],
+    )
+    def test_rejects_what_no_state_can_accept(self, field: str, update: object) -> None:
+        """Malformed writes to structured fields raise StateUpdateError naming the field."""
+        from langgraph_stm._state import validate_update
+
+        with pytest.raises(StateUpdateError, match=field):
+            validate_update(field, update)
+
+    @pytest.mark.parametrize(
+        ("field", "update"),
+        [
+            ("plan", {"id": "s1", "status": "done"}),
+            ("plan", remove_record(REMOVE_ALL)),
+            ("constraints", [remove_record("c1"), {"id": "c2", "text": "t"}]),
+            ("last_error", None),
+            ("summary", {"text": "x", "version": 3}),
+            ("messages", ["anything: not a structured field"]),
+            ("goal", None),
+        ],
+    )
+    def test_accepts_partial_and_removal_updates(self, field: str, update: object) -> None:
+        """Partial records, removals, clears and other channels pass."""
+        from langgraph_stm._state import validate_update
+
+        validate_update(field, update)

@@ -8,8 +8,16 @@ Example:
     True
 """
 
+from langgraph_stm._context import (
+    ContextHook,
+    ContextResult,
+    build_context,
+    plan_context,
+    render_state_block,
+)
 from langgraph_stm._errors import (
     BudgetExceededError,
+    InvalidArgumentError,
     InvalidMessageError,
     StateUpdateError,
     STMError,
@@ -36,6 +44,24 @@ from langgraph_stm._state import (
     update_summary,
 )
 from langgraph_stm._tokens import CacheInfo, TokenCounter, load_encoding, message_role
+from langgraph_stm._trim import (
+    OnInvalid,
+    OnOverflow,
+    StartOn,
+    TrimNode,
+    TrimResult,
+    plan_trim,
+    trim_history,
+)
+from langgraph_stm._units import (
+    HistoryProblem,
+    HistoryProblemKind,
+    Unit,
+    group_units,
+    repair_history,
+    synthetic_result_id,
+    validate_history,
+)
 
 __version__ = "0.1.0"
 
@@ -46,12 +72,20 @@ __all__ = [
     "CacheInfo",
     "Constraint",
     "ConstraintStatus",
+    "ContextHook",
+    "ContextResult",
     "ErrorRecord",
+    "HistoryProblem",
+    "HistoryProblemKind",
+    "InvalidArgumentError",
     "InvalidMessageError",
+    "OnInvalid",
+    "OnOverflow",
     "PlanStatus",
     "PlanStep",
     "STMError",
     "STMState",
+    "StartOn",
     "StateUpdateError",
     "SummarizationError",
     "Summary",
@@ -59,13 +93,25 @@ __all__ = [
     "TokenCounter",
     "TokenizerError",
     "ToolPairError",
+    "TrimNode",
+    "TrimResult",
+    "Unit",
     "__version__",
+    "build_context",
+    "group_units",
     "load_encoding",
     "merge_artifacts",
     "merge_constraints",
     "merge_plan",
     "message_role",
+    "plan_context",
+    "plan_trim",
     "remove_record",
+    "render_state_block",
+    "repair_history",
     "set_last_error",
+    "synthetic_result_id",
+    "trim_history",
     "update_summary",
+    "validate_history",
 ]

@@ -16,6 +16,8 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
   token budget, so nothing can be dropped to fit without cutting a unit.
 - :class:`SummarizationError` - a summarizer raised or kept answering invalidly; the
   state is left exactly as it was.
+- :class:`InvalidArgumentError` - an argument is out of range or unknown
+  (``max_tokens <= 0``, an unknown option value). Also a ``ValueError``.
 
 Every module adds its error classes here, so the whole hierarchy stays readable in
 one file.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "STMError",
     "StateUpdateError",
@@ -85,3 +88,10 @@ class BudgetExceededError(STMError):
 
 class SummarizationError(STMError):
     """A summarizer raised or kept answering invalidly; the state was left untouched."""
+
+
+class InvalidArgumentError(STMError, ValueError):
+    """An argument is out of range or unknown (``max_tokens <= 0``, an unknown option).
+
+    The message names the argument and the accepted values.
+    """

@@ -1,0 +1,560 @@
+"""Units of a message history and the tool-pair validator every other module uses.
+
+A **unit** is what trimming, summarizing and context assembly keep or drop whole:
+
+- a lone message (Human, System, AI without tool calls, ...), or
+- an ``AIMessage`` with ``tool_calls`` followed by the ``ToolMessage`` answering each
+  call, in any order among themselves, with nothing else in between.
+
+A unit whose calls are not all answered is **pending**: an approval ``interrupt()`` is
+waiting for it. Only the last unit of a history may be pending; an unanswered call
+followed by any later non-tool message is *dangling*, a defect that
+:func:`repair_history` fixes with a synthetic error result.
+
+This module is the single home of tool-pair logic: :func:`group_units` for code that
+needs units (it raises on a defective history), :func:`validate_history` to list the
+defects (it never raises), and :func:`repair_history` to fix them with reducer updates.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> history = [
+    ...     HumanMessage("weather in Paris and Rome?", id="h1"),
+    ...     AIMessage("", id="a1", tool_calls=[
+    ...         {"name": "weather", "args": {"city": "Paris"}, "id": "c1"},
+    ...         {"name": "weather", "args": {"city": "Rome"}, "id": "c2"}]),
+    ...     ToolMessage("sunny", tool_call_id="c1", id="t1"),
+    ... ]
+    >>> [(unit.ids, unit.pending) for unit in group_units(history)]
+    [(('h1',), False), (('a1', 't1'), True)]
+    >>> validate_history(history)
+    []
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from langgraph_stm._errors import InvalidMessageError, ToolPairError
+
+__all__ = [
+    "HistoryProblem",
+    "HistoryProblemKind",
+    "Unit",
+    "group_units",
+    "repair_history",
+    "synthetic_result_id",
+    "validate_history",
+]
+
+HistoryProblemKind = Literal[
+    "not_a_message",
+    "missing_id",
+    "duplicate_id",
+    "missing_tool_call_id",
+    "duplicate_tool_call_id",
+    "orphan_tool_result",
+    "misplaced_tool_result",
+    "duplicate_tool_result",
+    "dangling_tool_call",
+]
+"""What is wrong, one of:
+
+- ``not_a_message``: the item is not a LangChain ``BaseMessage``;
+- ``missing_id``: the message has no id (LangGraph's ``add_messages`` assigns ids; a
+  history built outside the graph may lack them);
+- ``duplicate_id``: two messages share an id;
+- ``missing_tool_call_id``: an ``AIMessage`` tool call has no id, so no result can
+  answer it;
+- ``duplicate_tool_call_id``: a tool call id was already issued by an earlier call;
+- ``orphan_tool_result``: a ``ToolMessage`` answers no earlier tool call;
+- ``misplaced_tool_result``: a ``ToolMessage`` answers an earlier call, but another
+  message stands between them;
+- ``duplicate_tool_result``: a second ``ToolMessage`` for an already answered call;
+- ``dangling_tool_call``: a call with no result, followed by later messages (a pending
+  call is only allowed in the last unit).
+"""
+
+_MESSAGE_KINDS: frozenset[str] = frozenset({"not_a_message", "missing_id", "duplicate_id"})
+_UNREPAIRABLE: frozenset[str] = _MESSAGE_KINDS | {"missing_tool_call_id", "duplicate_tool_call_id"}
+
+
+@dataclass(frozen=True)
+class HistoryProblem:
+    """One integrity defect of a message history, as found by :func:`validate_history`."""
+
+    kind: HistoryProblemKind
+    """What is wrong (see :data:`HistoryProblemKind`)."""
+    message_id: str | None
+    """Id of the message at fault (``None`` when it has none or is not a message)."""
+    tool_call_id: str | None
+    """The tool call concerned, for tool-pair defects."""
+    detail: str
+    """A human-readable explanation naming the position in the history."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Messages that are kept or dropped together; see the module docstring.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> unit = Unit(messages=(HumanMessage("hi", id="h1"),), pending=False)
+        >>> unit.ids, unit.head.type
+        (('h1',), 'human')
+    """
+
+    messages: tuple[BaseMessage, ...]
+    """The messages, chronological: a lone message, or an AIMessage and its results."""
+    pending: bool
+    """True when the AIMessage's tool calls are not all answered (approval waiting)."""
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The message ids of the unit, in order."""
+        return tuple(m.id for m in self.messages if m.id is not None)
+
+    @property
+    def head(self) -> BaseMessage:
+        """The first message of the unit (the AIMessage for a tool-call unit)."""
+        return self.messages[0]
+
+    @property
+    def unanswered(self) -> tuple[str, ...]:
+        """Tool call ids of the head that have no result in the unit (empty if complete)."""
+        head = self.messages[0]
+        if not isinstance(head, AIMessage) or not head.tool_calls:
+            return ()
+        answered = {m.tool_call_id for m in self.messages[1:] if isinstance(m, ToolMessage)}
+        return tuple(
+            call["id"]
+            for call in head.tool_calls
+            if call["id"] is not None and call["id"] not in answered
+        )
+
+
+@dataclass
+class _Open:
+    """The tool-call unit being collected during a scan."""
+
+    messages: list[BaseMessage]
+    expected: list[str]
+    answered: set[str] = field(default_factory=set)
+
+
+def _calls(message: BaseMessage) -> list[str | None]:
+    if isinstance(message, AIMessage) and message.tool_calls:
+        return [call["id"] for call in message.tool_calls]
+    return []
+
+
+_RESULT_DETAILS: dict[str, str] = {
+    "duplicate_tool_result": "is a second result for an already answered call",
+    "misplaced_tool_result": "is separated from its call by another message",
+    "orphan_tool_result": "answers no earlier tool call",
+}
+
+
+class _Scanner:
+    """Groups messages into units and collects defects, one message at a time.
+
+    The scan can be resumed: :meth:`feed` more messages, :meth:`finish` to read the
+    result without ending the scan. That is what makes re-validating a long history
+    after one new message cost one message (see :func:`_scan`).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.units: list[Unit] = []
+        self.problems: list[HistoryProblem] = []
+        self.seen_ids: set[str] = set()
+        self.issued: set[str] = set()
+        self.answered: set[str] = set()
+        self.current: _Open | None = None
+
+    def _close(self) -> None:
+        """Close the open tool-call unit because a later non-tool message follows it."""
+        current = self.current
+        if current is None:
+            return
+        missing = [c for c in current.expected if c not in current.answered]
+        head = current.messages[0]
+        for call_id in missing:
+            self.problems.append(
+                HistoryProblem(
+                    "dangling_tool_call",
+                    head.id,
+                    call_id,
+                    f"AIMessage id={head.id!r} has no result for tool call {call_id!r}, "
+                    "and later messages follow it",
+                )
+            )
+        self.units.append(Unit(tuple(current.messages), pending=bool(missing)))
+        self.current = None
+
+    def finish(self) -> tuple[list[Unit], list[HistoryProblem]]:
+        """Return the units and problems of everything fed so far (the scan goes on)."""
+        current = self.current
+        if current is None:
+            return list(self.units), list(self.problems)
+        pending = any(c not in current.answered for c in current.expected)
+        return [*self.units, Unit(tuple(current.messages), pending=pending)], list(self.problems)
+
+    def feed(self, messages: Sequence[object]) -> None:
+        """Scan ``messages``, which follow everything fed before."""
+        problems = self.problems
+        seen_ids = self.seen_ids
+        for message in messages:
+            index = self.count
+            self.count += 1
+            if not isinstance(message, BaseMessage):
+                problems.append(
+                    HistoryProblem(
+                        "not_a_message",
+                        None,
+                        None,
+                        f"messages[{index}] is a {type(message).__name__}, "
+                        f"not a LangChain BaseMessage: {message!r:.80}",
+                    )
+                )
+                continue
+            message_id = message.id
+            if not message_id:
+                problems.append(
+                    HistoryProblem(
+                        "missing_id",
+                        None,
+                        None,
+                        f"messages[{index}] ({message.type}) has no id; add it through "
+                        "add_messages (which assigns ids) or give it one",
+                    )
+                )
+            elif message_id in seen_ids:
+                problems.append(
+                    HistoryProblem(
+                        "duplicate_id",
+                        message_id,
+                        None,
+                        f"messages[{index}] reuses the id {message_id!r} of an earlier message",
+                    )
+                )
+            else:
+                seen_ids.add(message_id)
+
+            if isinstance(message, ToolMessage):
+                self._tool_result(message, index)
+                continue
+            if self.current is not None:
+                self._close()
+            call_ids = _calls(message)
+            if not call_ids:
+                self.units.append(Unit((message,), pending=False))
+                continue
+            self._open(message, call_ids, index)
+
+    def _tool_result(self, message: ToolMessage, index: int) -> None:
+        call_id = message.tool_call_id
+        current = self.current
+        kind: HistoryProblemKind
+        if current is not None and call_id in current.expected:
+            if call_id not in current.answered:
+                current.answered.add(call_id)
+                self.answered.add(call_id)
+                current.messages.append(message)
+                return
+            kind = "duplicate_tool_result"
+        elif call_id in self.answered:
+            kind = "duplicate_tool_result"
+        elif call_id in self.issued:
+            kind = "misplaced_tool_result"
+        else:
+            kind = "orphan_tool_result"
+        self.problems.append(
+            HistoryProblem(
+                kind,
+                message.id,
+                call_id,
+                f"ToolMessage messages[{index}] id={message.id!r} "
+                f"(tool_call_id={call_id!r}) {_RESULT_DETAILS[kind]}",
+            )
+        )
+
+    def _open(self, message: BaseMessage, call_ids: list[str | None], index: int) -> None:
+        expected: list[str] = []
+        for call_id in call_ids:
+            if call_id is None:
+                self.problems.append(
+                    HistoryProblem(
+                        "missing_tool_call_id",
+                        message.id,
+                        None,
+                        f"AIMessage messages[{index}] id={message.id!r} has a tool call "
+                        "without an id; no result can answer it",
+                    )
+                )
+            elif call_id in self.issued:
+                self.problems.append(
+                    HistoryProblem(
+                        "duplicate_tool_call_id",
+                        message.id,
+                        call_id,
+                        f"AIMessage messages[{index}] id={message.id!r} reuses tool call "
+                        f"id {call_id!r} of an earlier call",
+                    )
+                )
+            else:
+                self.issued.add(call_id)
+                expected.append(call_id)
+        self.current = _Open([message], expected)
+
+
+@dataclass
+class _Checkpoint:
+    """A scanner and the exact prefix (objects and ids) it has scanned."""
+
+    refs: list[object]
+    ids: list[object]
+    scanner: _Scanner
+
+
+_cache: _Checkpoint | None = None
+_cache_lock = threading.Lock()
+_MIN_CACHED = 256
+
+
+def _id_of(item: object) -> object:
+    return item.id if isinstance(item, BaseMessage) else None
+
+
+_get_id = operator.attrgetter("id")
+
+
+def _ids(items: list[object]) -> list[object]:
+    try:
+        return list(map(_get_id, items))  # C speed for the usual all-messages case
+    except AttributeError:
+        return list(map(_id_of, items))
+
+
+def _scan(messages: Sequence[object]) -> tuple[list[Unit], list[HistoryProblem]]:
+    """Group ``messages`` into units and collect every defect.
+
+    A long history is usually the previous one plus a few new messages (an agent loop
+    re-trims its thread before every model call). The scanner of the last long history
+    is kept, and resumed when the new one starts with the very same message objects,
+    with the same ids; anything else is scanned from scratch. Messages are treated as
+    immutable, as LangGraph does (an update replaces a message, never edits it).
+    """
+    global _cache
+    items = list(messages)
+    if len(items) < _MIN_CACHED:
+        scanner = _Scanner()
+        scanner.feed(items)
+        return scanner.finish()
+    with _cache_lock:
+        checkpoint, _cache = _cache, None
+    ids = _ids(items)
+    if checkpoint is not None:
+        n = len(checkpoint.refs)
+        if not (
+            n <= len(items)
+            and all(map(operator.is_, checkpoint.refs, items[:n]))
+            and checkpoint.ids == ids[:n]
+        ):
+            checkpoint = None
+    scanner = checkpoint.scanner if checkpoint is not None else _Scanner()
+    scanner.feed(items[scanner.count :])
+    result = scanner.finish()
+    with _cache_lock:
+        _cache = _Checkpoint(items, ids, scanner)
+    return result
+
+
+def _raise_for(problems: list[HistoryProblem], action: str) -> None:
+    message_level = [p for p in problems if p.kind in _MESSAGE_KINDS]
+    if message_level:
+        raise InvalidMessageError(
+            f"cannot {action}: " + "; ".join(p.detail for p in message_level[:5])
+        )
+    ids = tuple(dict.fromkeys(p.message_id for p in problems if p.message_id is not None))
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    raise ToolPairError(
+        f"cannot {action}: the history breaks tool-call integrity: "
+        + "; ".join(p.detail for p in problems[:5])
+        + more
+        + ". Fix it with repair_history() (or pass on_invalid='repair').",
+        message_ids=ids,
+    )
+
+
+def group_units(messages: Sequence[BaseMessage]) -> list[Unit]:
+    """Split a history into its units, in order.
+
+    Raises :class:`InvalidMessageError` for an item that is not a message, a message
+    without an id or a reused id, and :class:`ToolPairError` (its ``message_ids``
+    naming the messages at fault) for any tool-pair defect listed by
+    :func:`validate_history`.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> units = group_units([
+        ...     HumanMessage("hi", id="h1"),
+        ...     AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        ...     ToolMessage("ok", tool_call_id="c1", id="t1"),
+        ...     AIMessage("done", id="a2"),
+        ... ])
+        >>> [unit.ids for unit in units]
+        [('h1',), ('a1', 't1'), ('a2',)]
+        >>> group_units([ToolMessage("ok", tool_call_id="zz", id="t9")])
+        Traceback (most recent call last):
+        ...
+        langgraph_stm._errors.ToolPairError: cannot group messages into units: ...
+    """
+    units, problems = _scan(messages)
+    if problems:
+        _raise_for(problems, "group messages into units")
+    return units
+
+
+def validate_history(messages: Sequence[object]) -> list[HistoryProblem]:
+    """Return every integrity defect of ``messages``, in order; ``[]`` when it is valid.
+
+    Never raises: non-message items are reported as problems too. A pending last unit
+    (tool calls awaiting approval) is valid.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> problems = validate_history([
+        ...     AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        ...     HumanMessage("never mind", id="h1"),
+        ...     ToolMessage("ok", tool_call_id="c9", id="t1"),
+        ... ])
+        >>> [(p.kind, p.message_id, p.tool_call_id) for p in problems]
+        [('dangling_tool_call', 'a1', 'c1'), ('orphan_tool_result', 't1', 'c9')]
+    """
+    try:
+        sequence = list(messages)
+    except TypeError:
+        return [
+            HistoryProblem(
+                "not_a_message",
+                None,
+                None,
+                f"expected a sequence of messages, got {type(messages).__name__}",
+            )
+        ]
+    return _scan(sequence)[1]
+
+
+def synthetic_result_id(ai_message_id: str, tool_call_id: str) -> str:
+    """Return the deterministic id of the error result :func:`repair_history` creates.
+
+    Example:
+        >>> synthetic_result_id("a1", "c1")
+        'stm-repair:a1:c1'
+    """
+    return f"stm-repair:{ai_message_id}:{tool_call_id}"
+
+
+def _synthetic_result(head: AIMessage, call_id: str) -> ToolMessage:
+    name = next((c["name"] for c in head.tool_calls if c["id"] == call_id), "tool")
+    return ToolMessage(
+        content=(
+            f"Error: the tool call {name!r} (id {call_id!r}) never returned a result: it "
+            "was interrupted, rejected or lost before it ran. Do not assume it ran."
+        ),
+        tool_call_id=call_id,
+        name=name,
+        status="error",
+        id=synthetic_result_id(head.id or "", call_id),
+    )
+
+
+def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return the ``add_messages`` updates that fix the tool-pair defects of a history.
+
+    For a valid history the result is ``[]``. Otherwise, deterministically:
+
+    - orphan and duplicate ``ToolMessage`` results are removed with
+      ``RemoveMessage(id=...)`` (the first result of a call is kept);
+    - a misplaced result is moved right after its call's unit;
+    - a dangling call gets a synthetic error ``ToolMessage`` right after its unit,
+      with the id :func:`synthetic_result_id` derives from the call it answers.
+
+    ``add_messages`` appends new messages and cannot insert or move one, so when a
+    result has to go mid-history the update is ``RemoveMessage(id=REMOVE_ALL_MESSAGES)``
+    followed by the whole repaired history: every kept message keeps its id, content
+    and order. When only removals are needed, only ``RemoveMessage`` items are
+    returned. A pending last unit is left as it is. Applying the update and repairing
+    again returns ``[]``.
+
+    Raises :class:`InvalidMessageError` (non-messages, missing or reused message ids)
+    or :class:`ToolPairError` (a tool call without an id or a reused call id): those
+    cannot be fixed without guessing.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> from langgraph.graph.message import add_messages
+        >>> history = [
+        ...     HumanMessage("hi", id="h1"),
+        ...     ToolMessage("stray", tool_call_id="c9", id="t9"),
+        ...     AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        ...     HumanMessage("skip that", id="h2"),
+        ... ]
+        >>> fixed = add_messages(history, repair_history(history))
+        >>> [m.id for m in fixed]
+        ['h1', 'a1', 'stm-repair:a1:c1', 'h2']
+        >>> repair_history(fixed)
+        []
+    """
+    problems = validate_history(messages)
+    if not problems:
+        return []
+    unrepairable = [p for p in problems if p.kind in _UNREPAIRABLE]
+    if unrepairable:
+        _raise_for(unrepairable, "repair the history")
+
+    # Entries in order: (head, attached results). A result attaches to the first call
+    # that issued its id, if that call is not answered yet; anything else is removed.
+    entries: list[tuple[BaseMessage, list[ToolMessage]]] = []
+    owner: dict[str, int] = {}
+    answered: set[str] = set()
+    removed: list[str] = []
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            index = owner.get(message.tool_call_id)
+            if index is None or message.tool_call_id in answered:
+                removed.append(message.id or "")
+            else:
+                answered.add(message.tool_call_id)
+                entries[index][1].append(message)
+            continue
+        for call_id in _calls(message):
+            owner[call_id or ""] = len(entries)
+        entries.append((message, []))
+
+    repaired: list[BaseMessage] = []
+    for position, (head, results) in enumerate(entries):
+        repaired.append(head)
+        repaired.extend(results)
+        is_last = position == len(entries) - 1
+        if isinstance(head, AIMessage) and not is_last:
+            repaired.extend(
+                _synthetic_result(head, call_id)
+                for call_id in _calls(head)
+                if call_id is not None and call_id not in answered
+            )
+
+    removed_set = set(removed)
+    survivors = [m for m in messages if m.id not in removed_set]
+    if len(survivors) == len(repaired) and all(
+        a is b for a, b in zip(survivors, repaired, strict=True)
+    ):
+        return [RemoveMessage(id=message_id) for message_id in removed]
+    return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired]

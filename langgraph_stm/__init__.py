@@ -43,6 +43,19 @@ from langgraph_stm._state import (
     set_last_error,
     update_summary,
 )
+from langgraph_stm._summarize import (
+    SummarizeNode,
+    SummarizeResult,
+    asummarize_history,
+    summarize_history,
+)
+from langgraph_stm._summarizers import (
+    ChatModelSummarizer,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryDraft,
+    SummaryRequest,
+)
 from langgraph_stm._tokens import CacheInfo, TokenCounter, load_encoding, message_role
 from langgraph_stm._trim import (
     OnInvalid,
@@ -70,11 +83,13 @@ __all__ = [
     "Artifact",
     "BudgetExceededError",
     "CacheInfo",
+    "ChatModelSummarizer",
     "Constraint",
     "ConstraintStatus",
     "ContextHook",
     "ContextResult",
     "ErrorRecord",
+    "ExtractiveSummarizer",
     "HistoryProblem",
     "HistoryProblemKind",
     "InvalidArgumentError",
@@ -88,8 +103,13 @@ __all__ = [
     "StartOn",
     "StateUpdateError",
     "SummarizationError",
+    "SummarizeNode",
+    "SummarizeResult",
+    "Summarizer",
     "Summary",
     "SummaryCoverage",
+    "SummaryDraft",
+    "SummaryRequest",
     "TokenCounter",
     "TokenizerError",
     "ToolPairError",
@@ -97,6 +117,7 @@ __all__ = [
     "TrimResult",
     "Unit",
     "__version__",
+    "asummarize_history",
     "build_context",
     "group_units",
     "load_encoding",
@@ -110,6 +131,7 @@ __all__ = [
     "render_state_block",
     "repair_history",
     "set_last_error",
+    "summarize_history",
     "synthetic_result_id",
     "trim_history",
     "update_summary",

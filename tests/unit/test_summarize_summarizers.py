@@ -1,0 +1,259 @@
+"""Spec of the two shipped summarizers: the offline extractive one and the chat-model one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from langgraph_stm import (
+    ChatModelSummarizer,
+    ExtractiveSummarizer,
+    SummarizationError,
+    Summarizer,
+    SummaryRequest,
+    TokenCounter,
+)
+from tests.support.models import ScriptedChatModel, summary_json
+
+COUNT = TokenCounter().count_text
+
+
+def call(call_id: str, name: str, **args: object) -> AIMessage:
+    return AIMessage(
+        "", id=f"a-{call_id}", tool_calls=[{"name": name, "args": args, "id": call_id}]
+    )
+
+
+def result(call_id: str, text: str, *, error: bool = False) -> ToolMessage:
+    status = "error" if error else "success"
+    return ToolMessage(text, tool_call_id=call_id, id=f"t-{call_id}", status=status)
+
+
+def conversation() -> tuple[BaseMessage, ...]:
+    return (
+        HumanMessage("Migrate billing to v2. Never email external domains.", id="h1"),
+        AIMessage("We decided to export invoices first.", id="a1"),
+        call("c1", "export_invoices", month="2024-05"),
+        result("c1", "exported 1,204 invoices"),
+        call("c2", "billing_api", op="switch"),
+        result("c2", "HTTP 503 Service Unavailable", error=True),
+        AIMessage("The API is down; I will retry with backoff.", id="a2"),
+        call("c3", "billing_api", op="switch"),
+        result("c3", "switched"),
+        AIMessage("Step 2 is completed. Should I notify the finance team?", id="a3"),
+    )
+
+
+class TestExtractiveSummarizer:
+    def test_is_a_summarizer(self) -> None:
+        """It satisfies the Summarizer protocol (sync and async)."""
+        assert isinstance(ExtractiveSummarizer(), Summarizer)
+
+    def test_extracts_requests_constraints_decisions_tools_and_recoveries(self) -> None:
+        """One tagged line per fact; constraints verbatim; errors carry their recovery."""
+        draft = ExtractiveSummarizer().summarize(SummaryRequest(conversation()))
+        lines = draft.text.splitlines()
+        assert lines[0] == "Summary of the earlier conversation:"
+        assert "- [constraint] Never email external domains." in lines
+        assert "- [request] Migrate billing to v2." in lines
+        assert "- [decision] We decided to export invoices first." in lines
+        assert '- [tool] export_invoices(month="2024-05") -> exported 1,204 invoices' in lines
+        assert draft.constraints == ("Never email external domains.",)
+        assert draft.errors == (
+            "billing_api failed: HTTP 503 Service Unavailable; recovery: "
+            "The API is down; I will retry with backoff.",
+        )
+        assert draft.completed_steps == ("Step 2 is completed.",)
+        assert draft.open_questions == ("Should I notify the finance team?",)
+        assert draft.goal == "Migrate billing to v2."
+
+    def test_a_retry_that_succeeds_is_the_recovery(self) -> None:
+        """With no words from the assistant, the successful retry is recorded."""
+        messages = (
+            call("c1", "fetch", url="x"),
+            result("c1", "timed out", error=True),
+            call("c2", "fetch", url="x"),
+            result("c2", "200 OK"),
+        )
+        draft = ExtractiveSummarizer().summarize(SummaryRequest(messages))
+        assert draft.errors == (
+            'fetch failed: timed out; recovery: retried fetch(url="x") -> 200 OK',
+        )
+
+    def test_an_unrecovered_error_is_said_so(self) -> None:
+        """An error at the end of the covered span has no recovery yet."""
+        draft = ExtractiveSummarizer().summarize(
+            SummaryRequest((call("c1", "deploy"), result("c1", "Error: quota exceeded")))
+        )
+        assert draft.errors == ("deploy failed: Error: quota exceeded; no recovery yet",)
+
+    def test_the_goal_from_state_wins(self) -> None:
+        """The structured goal is the summary's goal when the state has one."""
+        draft = ExtractiveSummarizer().summarize(
+            SummaryRequest(conversation(), goal="migrate billing to v2")
+        )
+        assert draft.goal == "migrate billing to v2"
+
+    def test_previous_lines_and_fields_are_carried_forward(self) -> None:
+        """Incremental: the new text starts from the previous one, without duplicates."""
+        summarizer = ExtractiveSummarizer()
+        first = summarizer.summarize(SummaryRequest(conversation()[:4]))
+        previous = {
+            "text": first.text,
+            "version": 1,
+            "constraints": list(first.constraints),
+            "errors": [],
+        }
+        second = summarizer.summarize(SummaryRequest(conversation()[4:], previous=previous))  # type: ignore[arg-type]
+        assert second.text.startswith(first.text)
+        assert second.text.count("Never email external domains.") == 1
+        assert second.constraints == ("Never email external domains.",)
+        assert len(second.errors) == 1
+
+    def test_foreign_summary_text_is_kept_as_earlier_lines(self) -> None:
+        """A previous text in another format is carried forward, not lost."""
+        previous = {"text": "The user is Ana from ACME.", "version": 4}
+        draft = ExtractiveSummarizer().summarize(
+            SummaryRequest((HumanMessage("Hi again", id="h9"),), previous=previous)  # type: ignore[arg-type]
+        )
+        assert "- [earlier] The user is Ana from ACME." in draft.text
+
+    def test_the_bound_drops_tool_lines_first_and_constraints_last(self) -> None:
+        """Over the bound, the least important and oldest lines go first."""
+        messages: list[BaseMessage] = [
+            HumanMessage("Never deploy on Fridays.", id="h0"),
+            AIMessage("We decided to use blue-green deploys.", id="a0"),
+        ]
+        for i in range(40):
+            messages += [call(f"c{i}", "probe", n=i), result(f"c{i}", f"probe {i} fine")]
+        draft = ExtractiveSummarizer().summarize(
+            SummaryRequest(tuple(messages), max_summary_tokens=80, count_text=COUNT)
+        )
+        assert COUNT(draft.text) <= 80
+        assert "Never deploy on Fridays." in draft.text
+        assert "blue-green" in draft.text
+        assert "probe 39 fine" in draft.text  # newest tool lines survive
+        assert "probe 0 fine" not in draft.text
+
+    def test_a_tiny_bound_is_still_respected(self) -> None:
+        """Even a bound smaller than one line gives a text within it."""
+        draft = ExtractiveSummarizer().summarize(
+            SummaryRequest(conversation(), max_summary_tokens=5, count_text=COUNT)
+        )
+        assert 0 < COUNT(draft.text) <= 5
+
+    def test_is_deterministic(self) -> None:
+        """Same request, same draft."""
+        request = SummaryRequest(conversation())
+        assert ExtractiveSummarizer().summarize(request) == ExtractiveSummarizer().summarize(
+            request
+        )
+
+    async def test_async_twin(self) -> None:
+        """asummarize gives the same draft."""
+        request = SummaryRequest(conversation())
+        assert await ExtractiveSummarizer().asummarize(request) == ExtractiveSummarizer().summarize(
+            request
+        )
+
+
+VALID = summary_json(
+    "Billing export done; API switch retried after a 503.",
+    goal="migrate billing to v2",
+    constraints=["Never email external domains."],
+    errors=["billing_api 503; retried with backoff"],
+)
+
+
+class TestChatModelSummarizer:
+    def request(self) -> SummaryRequest:
+        return SummaryRequest(
+            conversation(),
+            goal="migrate billing to v2",
+            plan=({"id": "s1", "task": "export invoices", "status": "done"},),
+            constraints=(
+                {
+                    "id": "c1",
+                    "text": "never email external domains",
+                    "source_message_id": "h1",
+                    "status": "confirmed",
+                },
+            ),
+            max_summary_tokens=100,
+        )
+
+    def test_a_valid_json_answer_becomes_the_draft(self) -> None:
+        """The structured fields are parsed and validated."""
+        model = ScriptedChatModel(script=[VALID])
+        draft = ChatModelSummarizer(model).summarize(self.request())
+        assert draft.text == "Billing export done; API switch retried after a 503."
+        assert draft.goal == "migrate billing to v2"
+        assert draft.constraints == ("Never email external domains.",)
+        assert model.calls == 1
+
+    def test_a_fenced_answer_is_accepted(self) -> None:
+        """Models often wrap JSON in a code fence."""
+        model = ScriptedChatModel(script=[f"```json\n{VALID}\n```"])
+        assert ChatModelSummarizer(model).summarize(self.request()).goal == "migrate billing to v2"
+
+    def test_the_prompt_carries_state_previous_summary_and_a_transcript(self) -> None:
+        """The structured state is context; tool results are quoted data, not tool messages."""
+        model = ScriptedChatModel(script=[VALID])
+        ChatModelSummarizer(model).summarize(self.request())
+        prompt = model.prompts[0]
+        assert not any(isinstance(m, ToolMessage) for m in prompt)
+        body = prompt[-1].text
+        assert "goal: migrate billing to v2" in body
+        assert "plan step s1 [done]: export invoices" in body
+        assert "constraint [confirmed]: never email external domains" in body
+        assert "[tool result billing_api (error)] HTTP 503 Service Unavailable" in body
+        assert '[assistant] calls: billing_api({"op": "switch"})' in body
+        assert "at most 100 tokens" in prompt[0].text
+
+    def test_an_invalid_answer_is_sent_back_with_the_problem(self) -> None:
+        """A bounded retry names what was wrong."""
+        model = ScriptedChatModel(script=["Sure! Here is the summary.", VALID])
+        draft = ChatModelSummarizer(model, max_retries=1).summarize(self.request())
+        assert draft.goal == "migrate billing to v2"
+        assert model.calls == 2
+        assert "no JSON object" in model.prompts[1][-1].text
+
+    @pytest.mark.parametrize(
+        "answer",
+        [
+            "[1, 2]",
+            '{"text": 3}',
+            '{"text": "ok", "constraints": "not a list"}',
+            '{"text": "ok", "goal": 7}',
+            json.dumps({"text": "word " * 300}),
+        ],
+    )
+    def test_an_answer_that_stays_invalid_raises(self, answer: str) -> None:
+        """After max_retries + 1 attempts: SummarizationError, and no more calls."""
+        model = ScriptedChatModel(script=[answer])
+        with pytest.raises(SummarizationError, match="no valid answer in 3 attempts"):
+            ChatModelSummarizer(model, max_retries=2).summarize(self.request())
+        assert model.calls == 3
+
+    def test_a_raising_model_is_wrapped_at_once(self) -> None:
+        """A model exception is not retried here; it is chained into SummarizationError."""
+        boom = TimeoutError("read timed out")
+        model = ScriptedChatModel(script=[boom, VALID])
+        with pytest.raises(SummarizationError) as caught:
+            ChatModelSummarizer(model).summarize(self.request())
+        assert caught.value.__cause__ is boom
+        assert model.calls == 1
+
+    async def test_async_path_retries_too(self) -> None:
+        """asummarize validates and retries like summarize."""
+        model = ScriptedChatModel(script=["nope", VALID])
+        draft = await ChatModelSummarizer(model).asummarize(self.request())
+        assert draft.goal == "migrate billing to v2"
+        assert model.calls == 2
+
+    def test_negative_retries_are_refused(self) -> None:
+        """max_retries counts extra attempts: it cannot be negative."""
+        with pytest.raises(ValueError, match="max_retries"):
+            ChatModelSummarizer(ScriptedChatModel(), max_retries=-1)

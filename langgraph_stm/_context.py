@@ -62,12 +62,12 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langgraph_stm._errors import BudgetExceededError, InvalidArgumentError
 from langgraph_stm._state import Artifact, Constraint, ErrorRecord, PlanStep, Summary
+from langgraph_stm._tokens import TokenCounterLike
 from langgraph_stm._trim import (
     Meter,
     OnInvalid,
     OnOverflow,
     StartOn,
-    TokenCounterLike,
     apply_updates,
     check_choice,
     check_max_tokens,

@@ -86,7 +86,7 @@ from langgraph_stm._summarizers import (
     clip_text,
     default_text_counter,
 )
-from langgraph_stm._tokens import TokenCounter
+from langgraph_stm._tokens import TokenCounter, TokenCounterLike, default_token_counter
 from langgraph_stm._units import Unit, group_units
 
 __all__ = [
@@ -96,7 +96,6 @@ __all__ = [
     "summarize_history",
 ]
 
-TokenCounterLike = Callable[[list[BaseMessage]], int]
 SummarizerLike = Summarizer | BaseChatModel
 
 
@@ -570,14 +569,8 @@ async def asummarize_history(
     return _result(plan, running_summary, _summary(request, draft))
 
 
-_counter: TokenCounter | None = None
-
-
 def _default_counter() -> TokenCounter:
-    global _counter
-    if _counter is None:
-        _counter = TokenCounter()
-    return _counter
+    return default_token_counter()
 
 
 # --- the node ----------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from langchain_core.messages import (
 
 from langgraph_stm._errors import SummarizationError
 from langgraph_stm._state import Constraint, PlanStep, Summary
-from langgraph_stm._tokens import TokenCounter, message_role
+from langgraph_stm._tokens import default_token_counter, message_role
 
 __all__ = [
     "DEFAULT_MAX_SUMMARY_TOKENS",
@@ -77,8 +77,6 @@ MAX_CONSTRAINTS = 50
 
 _HEADER = "Summary of the earlier conversation:"
 
-_default_counter: TokenCounter | None = None
-
 
 def default_text_counter() -> Callable[[str], int]:
     """Return the exact text counter used to bound summaries (o200k_base, offline).
@@ -87,10 +85,7 @@ def default_text_counter() -> Callable[[str], int]:
         >>> default_text_counter()("hello world")
         2
     """
-    global _default_counter
-    if _default_counter is None:
-        _default_counter = TokenCounter()
-    return _default_counter.count_text
+    return default_token_counter().count_text
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,8 @@ __all__ = [
     "TOKENS_PER_TOOL_CALL",
     "CacheInfo",
     "TokenCounter",
+    "TokenCounterLike",
+    "default_token_counter",
     "load_encoding",
     "message_role",
 ]
@@ -381,3 +383,18 @@ class TokenCounter:
             else:
                 total += self.count_text(json.dumps(block, ensure_ascii=False, default=str))
         return total
+
+
+TokenCounterLike = Callable[[list[BaseMessage]], int]
+"""Anything that counts the tokens of a list of messages: a TokenCounter, ``len``..."""
+
+
+@cache
+def default_token_counter() -> TokenCounter:
+    """Return the process-wide default counter (``o200k_base``), shared so its cache is.
+
+    Example:
+        >>> default_token_counter() is default_token_counter()
+        True
+    """
+    return TokenCounter()

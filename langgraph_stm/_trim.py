@@ -54,9 +54,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from itertools import filterfalse
 from operator import attrgetter
 from typing import Any, Literal, get_args
@@ -65,7 +64,12 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, Sy
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_stm._errors import BudgetExceededError, InvalidArgumentError, InvalidMessageError
-from langgraph_stm._tokens import REPLY_PRIMING, TokenCounter
+from langgraph_stm._tokens import (
+    REPLY_PRIMING,
+    TokenCounter,
+    TokenCounterLike,
+    default_token_counter,
+)
 from langgraph_stm._units import Unit, group_units, repair_history
 
 __all__ = [
@@ -85,15 +89,7 @@ OnInvalid = Literal["raise", "repair"]
 OnOverflow = Literal["raise", "keep_mandatory"]
 """What to do when the mandatory part exceeds the budget: raise, or keep it and flag it."""
 
-TokenCounterLike = Callable[[list[BaseMessage]], int]
-
 _get_id = attrgetter("id")
-
-
-@cache
-def default_token_counter() -> TokenCounter:
-    """Return the process-wide default counter (``o200k_base``), shared so its cache is."""
-    return TokenCounter()
 
 
 def check_max_tokens(max_tokens: object) -> int:

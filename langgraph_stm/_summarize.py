@@ -2,11 +2,20 @@
 
 When the messages of a thread exceed ``trigger_tokens``, the oldest whole units are
 folded into the running :class:`Summary` until what remains fits ``keep_tokens``.
-Never summarized: a leading ``SystemMessage``, a pending unit (tool calls waiting for
-an approval ``interrupt()``), and the unit of the latest ``HumanMessage``; they stay in
-place and the units around them are chosen oldest first (so a kept latest user turn
-can be older than the summary's ``covered_until_message_id``). Units come from
-:func:`group_units`, so parallel tool calls and their results go together.
+Units come from :func:`group_units`, so parallel tool calls and their results go
+together. What is folded is always a contiguous prefix of the history (after the
+leading ``SystemMessage``, which stays first): eviction stops at the first protected
+unit, a pending unit (tool calls waiting for an approval ``interrupt()``), the unit
+of the latest ``HumanMessage``, or the newest unit that is not a ``SystemMessage``
+(which only matters in a history without a ``HumanMessage``). So every message after
+the summary's ``covered_until_message_id`` is still live, and the summary never tells
+the model about answers to a question it has not seen yet. When stopping there is not enough
+to fit ``keep_tokens``, the result says so (``fits=False``); nothing else is cut.
+
+Only a ``SystemMessage`` that is first in the input is the leading one. A
+``SystemMessage`` further down (a note) is an ordinary unit: it is folded into the
+summary as data, and eviction never stops right before one, so a note never becomes
+the first message of what is kept (where it would pass for the system prompt).
 
 The update is incremental: the summarizer sees the previous summary plus the newly
 evicted units only. The goal, plan and constraints of the state are given to it as
@@ -16,19 +25,26 @@ context builder renders (never as a ``SystemMessage`` in the middle of the histo
 
 Re-runs are safe. Everything is derived from the input state: the same state gives
 the same evicted ids and a summary with the same ``version``, which the ``summary``
-reducer ignores once one is applied. The summarizer is not called again either: a node
-that LangGraph re-runs after an ``interrupt()`` resume (its earlier return value was
-never applied) gets the earlier answer back.
+reducer ignores once one is applied. Inside a graph run the summarizer is not called
+again either: its call is a LangGraph task named ``stm_summarizer`` (from
+``summarize_history``/``node(state)``) or ``stm_summarizer_async`` (from the async
+twins), whose answer is saved with the run's checkpoint writes. A node that LangGraph
+re-runs after an ``interrupt()`` resume gets that answer back, also in a rebuilt graph,
+with a new model object, or in a new process after a restart. The task shows up under
+its name in ``stream_mode="updates"``. Which task is used follows the code path that
+runs: a sync node uses the sync task, also when ``graph.invoke`` is called on a thread
+with a running event loop (Jupyter, an ``async def`` handler) and in a sync node of an
+``ainvoke`` run; an async node uses the async twin.
 
-- Inside a graph run, a model-backed summarizer call is a LangGraph task named
-  ``stm_summarizer`` (``stm_summarizer_async`` from the async functions): its answer
-  is saved with the run's checkpoint writes and replayed on the re-run, even by a new
-  process after a restart. It appears under that name in ``stream_mode="updates"``.
-  A summarizer whose ``deterministic`` attribute is true (the offline default) is
-  simply called again: same input, same answer.
-- Outside a graph run (and from the sync function called on an event-loop thread),
-  answers are memoized in a small in-process LRU keyed by the summarizer object and
-  its exact input.
+That task is the only mechanism, for every summarizer (the offline default too: its
+answer is a small checkpoint write). Outside graph runs nothing is memoized: calling
+:func:`summarize_history` again on the same input calls the summarizer again (a
+deliberate retry), with the same evicted ids and version. An in-process memo would
+hide such retries, keep model objects alive, and still miss after a graph rebuild or
+a restart, which is exactly where the checkpointed task already works. One case is not durable:
+the *sync* function called inside an ``async def`` node cannot wait for a task
+without blocking the event loop that runs it, so it calls the summarizer directly;
+use :func:`asummarize_history` (or ``await node.acall(state)``) in async nodes.
 
 On the state the node produced, nothing is over the trigger and it returns no update.
 
@@ -53,26 +69,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
-    AIMessage,
     BaseMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
-    ToolMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_config
 from langgraph.func import task
+from pydantic import BaseModel
 
 from langgraph_stm._errors import InvalidArgumentError, SummarizationError
 from langgraph_stm._state import Constraint, PlanStep, Summary, SummaryCoverage
@@ -122,8 +134,9 @@ class SummarizeResult:
     tokens_after: int = 0
     """Tokens of :attr:`messages`."""
     fits: bool = True
-    """``False`` when the messages were over the trigger and what must stay (system
-    prompt, pending unit, latest human message) still exceeds ``keep_tokens``."""
+    """``False`` when the messages were over the trigger and what is left after folding
+    every unit before the first protected one (pending unit, latest human message,
+    newest non-system unit) still exceeds ``keep_tokens``."""
     previous: Summary | None = field(default=None, repr=False)
     """The running summary passed in."""
 
@@ -157,26 +170,63 @@ class _Plan:
     fits: bool
 
 
-def _check_budgets(trigger_tokens: int, keep_tokens: int, max_summary_tokens: int) -> None:
-    if trigger_tokens <= 0:
-        raise InvalidArgumentError(f"trigger_tokens must be > 0, got {trigger_tokens}")
-    if not 0 < keep_tokens <= trigger_tokens:
+def _positive_int(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _check_budgets(trigger_tokens: object, keep_tokens: object, max_summary_tokens: object) -> None:
+    trigger = _positive_int("trigger_tokens", trigger_tokens)
+    keep = _positive_int("keep_tokens", keep_tokens)
+    _positive_int("max_summary_tokens", max_summary_tokens)
+    if keep > trigger:
+        raise InvalidArgumentError(f"keep_tokens must be <= trigger_tokens ({trigger}), got {keep}")
+
+
+def _check_inputs(
+    messages: object,
+    running_summary: object,
+    state: object,
+    token_counter: object,
+) -> None:
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise InvalidArgumentError(
-            f"keep_tokens must be > 0 and <= trigger_tokens ({trigger_tokens}), got {keep_tokens}"
+            f"messages must be a list of LangChain messages, got {type(messages).__name__}"
         )
-    if max_summary_tokens <= 0:
-        raise InvalidArgumentError(f"max_summary_tokens must be > 0, got {max_summary_tokens}")
+    if running_summary is not None:
+        version = running_summary.get("version") if isinstance(running_summary, Mapping) else None
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise InvalidArgumentError(
+                "running_summary must be None or the state's Summary dict (text, version), "
+                f"got {type(running_summary).__name__}"
+                + (f" with version={version!r}" if isinstance(running_summary, Mapping) else "")
+            )
+    if state is not None and not isinstance(state, Mapping):
+        raise InvalidArgumentError(
+            f"state must be a mapping (the graph state), got {type(state).__name__}"
+        )
+    if token_counter is not None and not callable(token_counter):
+        raise InvalidArgumentError(
+            "token_counter must be a callable taking a list of messages, "
+            f"got {type(token_counter).__name__}"
+        )
 
 
-def _protected(units: Sequence[Unit]) -> set[int]:
-    keep: set[int] = set()
-    if units and isinstance(units[0].head, SystemMessage):
-        keep.add(0)
-    keep.update(i for i, unit in enumerate(units) if unit.pending)
+def _prefix_end(units: Sequence[Unit], start: int) -> int:
+    """Index of the first protected unit at or after ``start``.
+
+    Protected: a pending unit, the latest HumanMessage's unit, and the newest unit that
+    is not a SystemMessage (it matters only when there is no HumanMessage: what is kept
+    then never becomes empty, so a system note added later is never first).
+    """
     humans = [i for i, unit in enumerate(units) if isinstance(unit.head, HumanMessage)]
-    if humans:
-        keep.add(humans[-1])
-    return keep
+    others = [i for i, unit in enumerate(units) if not isinstance(unit.head, SystemMessage)]
+    limit = min(humans[-1] if humans else len(units), others[-1] if others else len(units))
+    stop = start
+    while stop < limit and not units[stop].pending:
+        stop += 1
+    return stop
 
 
 def _plan(
@@ -190,17 +240,18 @@ def _plan(
     before = counter(history)
     if before <= trigger_tokens:
         return _Plan(history, history, (), before, before, True)
-    protected = _protected(units)
-    candidates = [i for i in range(len(units)) if i not in protected]
+    # Only a SystemMessage first in the input is the leading one (a lone unit).
+    start = 1 if history and isinstance(history[0], SystemMessage) else 0
+    stop = _prefix_end(units, start)
+    head = [m for unit in units[:start] for m in unit.messages]
 
     def kept_after(k: int) -> list[BaseMessage]:
-        evicted = set(candidates[:k])
-        return [m for i, u in enumerate(units) if i not in evicted for m in u.messages]
+        return head + [m for unit in units[start + k :] for m in unit.messages]
 
-    # Smallest number of oldest candidate units to evict so the rest fits keep_tokens
-    # (the count of the rest only shrinks as k grows, so a binary search finds it).
-    low, high = 1, len(candidates)
-    if not candidates or counter(kept_after(high)) > keep_tokens:
+    # Smallest k (units folded, oldest first, k <= stop - start) so the rest fits
+    # keep_tokens; the count of the rest only shrinks as k grows: binary search.
+    low, high = 1, stop - start
+    if high == 0 or counter(kept_after(high)) > keep_tokens:
         low = high
     while low < high:
         middle = (low + high) // 2
@@ -208,67 +259,16 @@ def _plan(
             high = middle
         else:
             low = middle + 1
+    # Never leave a mid-history SystemMessage as the first unit kept after the cut.
+    while low > 0 and start + low < stop and isinstance(units[start + low].head, SystemMessage):
+        low += 1
     kept = kept_after(low)
-    evicted = tuple(m for i in candidates[:low] for m in units[i].messages)
-    after = counter(kept)
+    evicted = tuple(m for unit in units[start : start + low] for m in unit.messages)
+    after = counter(kept) if evicted else before
     return _Plan(history, kept, evicted, before, after, after <= keep_tokens)
 
 
-# --- summarizer call, memoized --------------------------------------------------------------
-
-
-class _DraftCache:
-    """A small LRU of summarizer answers keyed by (summarizer, fingerprint of its input)."""
-
-    def __init__(self, max_size: int = 256) -> None:
-        self._entries: OrderedDict[tuple[int, str], tuple[object, SummaryDraft]] = OrderedDict()
-        self._max_size = max_size
-        self._lock = threading.Lock()
-
-    def get(self, owner: object, key: str) -> SummaryDraft | None:
-        with self._lock:
-            entry = self._entries.get((id(owner), key))
-            if entry is None or entry[0] is not owner:
-                return None
-            self._entries.move_to_end((id(owner), key))
-            return entry[1]
-
-    def put(self, owner: object, key: str, draft: SummaryDraft) -> None:
-        with self._lock:
-            self._entries[(id(owner), key)] = (owner, draft)
-            self._entries.move_to_end((id(owner), key))
-            while len(self._entries) > self._max_size:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-_DRAFTS = _DraftCache()
-
-
-def _message_key(message: BaseMessage) -> list[Any]:
-    calls = (
-        [[c["name"], c["args"], c["id"]] for c in message.tool_calls]
-        if isinstance(message, AIMessage)
-        else []
-    )
-    extra = [message.tool_call_id, message.status] if isinstance(message, ToolMessage) else []
-    return [message.type, message.id, message.name, message.content, calls, extra]
-
-
-def _fingerprint(request: SummaryRequest) -> str:
-    payload = [
-        [_message_key(m) for m in request.messages],
-        request.previous,
-        request.goal,
-        list(request.plan),
-        list(request.constraints),
-        request.max_summary_tokens,
-    ]
-    raw = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()
+# --- summarizer call -----------------------------------------------------------------------
 
 
 def _resolve(summarizer: SummarizerLike | None) -> Summarizer:
@@ -277,7 +277,7 @@ def _resolve(summarizer: SummarizerLike | None) -> Summarizer:
     if isinstance(summarizer, BaseChatModel):
         return ChatModelSummarizer(summarizer)
     if not isinstance(summarizer, Summarizer):
-        raise TypeError(
+        raise InvalidArgumentError(
             "summarizer must be a Summarizer (summarize/asummarize methods) or a "
             f"BaseChatModel, got {type(summarizer).__name__}"
         )
@@ -370,24 +370,35 @@ def _result(plan: _Plan, previous: Summary | None, summary: Summary | None) -> S
 # LangGraph has no public "is this code running inside a graph run?" predicate. A task
 # (langgraph.func.task) needs the run's call hook, which LangGraph keeps under this
 # configurable key (langgraph._internal._constants.CONFIG_KEY_CALL); a unit test fails
-# loudly if LangGraph renames it. Without it we fall back to the in-process memo only.
+# loudly if LangGraph renames it.
 _PREGEL_CALL_KEY = "__pregel_call"
 
+GraphRun = Literal["sync", "async-thread", "async-loop"]
 
-def _in_graph_run() -> bool:
+
+def _graph_run() -> GraphRun | None:
+    """How the calling code runs, which decides the task that can make its call durable.
+
+    ``None`` outside a graph run; ``"sync"`` in a sync run (``invoke``/``stream``, even
+    on a thread whose event loop is running); ``"async-thread"`` in a sync node of an
+    async run (a worker thread: a sync task can be waited for); ``"async-loop"`` in an
+    async node of an async run (only the async task can be awaited there). LangGraph's
+    async runs give nodes an ``AsyncCallbackManager`` (a unit test pins this), and its
+    async call hook returns an awaitable future exactly when called from a coroutine.
+    """
     try:
         config = get_config()
     except RuntimeError:
-        return False
-    return _PREGEL_CALL_KEY in config.get("configurable", {})
-
-
-def _loop_running() -> bool:
+        return None
+    if _PREGEL_CALL_KEY not in config.get("configurable", {}):
+        return None
+    if not isinstance(config.get("callbacks"), AsyncCallbackManager):
+        return "sync"
     try:
-        asyncio.get_running_loop()
+        in_coroutine = asyncio.current_task() is not None
     except RuntimeError:
-        return False
-    return True
+        in_coroutine = False
+    return "async-loop" if in_coroutine else "async-thread"
 
 
 def _draft_from(value: Mapping[str, Any]) -> SummaryDraft:
@@ -426,15 +437,8 @@ async def stm_summarizer_async(summarizer: Summarizer, request: SummaryRequest) 
     return _draft_dict(await summarizer.asummarize(request))
 
 
-def _call_summarizer(summarizer: SummarizerLike | None, request: SummaryRequest) -> SummaryDraft:
-    owner = summarizer if summarizer is not None else _DEFAULT_SUMMARIZER
-    durable = _in_graph_run() and not _loop_running()
-    key = _fingerprint(request)
-    draft = None if durable else _DRAFTS.get(owner, key)
-    if draft is not None:
-        return draft
-    resolved = _resolve(summarizer)
-    durable = durable and not getattr(resolved, "deterministic", False)
+def _call_summarizer(resolved: Summarizer, request: SummaryRequest) -> SummaryDraft:
+    durable = _graph_run() in ("sync", "async-thread")
     try:
         if durable:
             draft = _draft_from(stm_summarizer(resolved, request).result())
@@ -444,22 +448,11 @@ def _call_summarizer(summarizer: SummarizerLike | None, request: SummaryRequest)
         raise
     except Exception as exc:
         raise _failure(resolved, request, exc) from exc
-    _summary(request, draft)  # validate before memoizing
-    _DRAFTS.put(owner, key, draft)
     return draft
 
 
-async def _acall_summarizer(
-    summarizer: SummarizerLike | None, request: SummaryRequest
-) -> SummaryDraft:
-    owner = summarizer if summarizer is not None else _DEFAULT_SUMMARIZER
-    durable = _in_graph_run()
-    key = _fingerprint(request)
-    draft = None if durable else _DRAFTS.get(owner, key)
-    if draft is not None:
-        return draft
-    resolved = _resolve(summarizer)
-    durable = durable and not getattr(resolved, "deterministic", False)
+async def _acall_summarizer(resolved: Summarizer, request: SummaryRequest) -> SummaryDraft:
+    durable = _graph_run() == "async-loop"
     try:
         if durable:
             draft = _draft_from(await stm_summarizer_async(resolved, request))
@@ -469,8 +462,6 @@ async def _acall_summarizer(
         raise
     except Exception as exc:
         raise _failure(resolved, request, exc) from exc
-    _summary(request, draft)  # validate before memoizing
-    _DRAFTS.put(owner, key, draft)
     return draft
 
 
@@ -528,12 +519,14 @@ def summarize_history(
         - [tool] flights(to="FCO") -> AZ204 at 10:05, 120 EUR
     """
     _check_budgets(trigger_tokens, keep_tokens, max_summary_tokens)
+    _check_inputs(messages, running_summary, state, token_counter)
+    resolved = _resolve(summarizer)
     counter = token_counter or _default_counter()
     plan = _plan(messages, trigger_tokens, keep_tokens, counter)
     if not plan.evicted:
         return _result(plan, running_summary, running_summary)
     request = _request(plan, running_summary, state, max_summary_tokens, counter)
-    draft = _call_summarizer(summarizer, request)
+    draft = _call_summarizer(resolved, request)
     return _result(plan, running_summary, _summary(request, draft))
 
 
@@ -560,12 +553,14 @@ async def asummarize_history(
         ('h0', 'h1', 'h2')
     """
     _check_budgets(trigger_tokens, keep_tokens, max_summary_tokens)
+    _check_inputs(messages, running_summary, state, token_counter)
+    resolved = _resolve(summarizer)
     counter = token_counter or _default_counter()
     plan = _plan(messages, trigger_tokens, keep_tokens, counter)
     if not plan.evicted:
         return _result(plan, running_summary, running_summary)
     request = _request(plan, running_summary, state, max_summary_tokens, counter)
-    draft = await _acall_summarizer(summarizer, request)
+    draft = await _acall_summarizer(resolved, request)
     return _result(plan, running_summary, _summary(request, draft))
 
 
@@ -576,7 +571,21 @@ def _default_counter() -> TokenCounter:
 # --- the node ----------------------------------------------------------------------------------
 
 
-class SummarizeNode(Runnable[Mapping[str, Any], dict[str, Any]]):
+def _state_values(state: object, node: str) -> Mapping[str, Any]:
+    """Read a graph state: any mapping as is, a pydantic model or a dataclass by attribute."""
+    if isinstance(state, Mapping):
+        return state
+    if isinstance(state, BaseModel):
+        return {name: getattr(state, name) for name in type(state).model_fields}
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    raise InvalidArgumentError(
+        f"SummarizeNode {node!r}: the state must be a mapping (TypedDict), a pydantic model "
+        f"or a dataclass, got {type(state).__name__}"
+    )
+
+
+class SummarizeNode(Runnable[Any, dict[str, Any]]):
     """A graph node that folds old messages into ``state["summary"]`` (sync and async).
 
     Returns ``{"messages": [RemoveMessage(id=...), ...], "summary": Summary}`` when the
@@ -584,6 +593,10 @@ class SummarizeNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     :class:`ChatModelSummarizer`) or any ``summarizer``; with neither, the offline
     :class:`ExtractiveSummarizer` is used. Add it with ``graph.add_node(node)`` (its
     name is ``name``); ``invoke``/``ainvoke`` and a plain call ``node(state)`` work.
+    The state may be any mapping (a ``TypedDict`` state), or a pydantic model or a
+    dataclass (a graph whose state schema is one): fields are then read by attribute,
+    and the update is a dict as LangGraph expects for every schema. A state without
+    ``messages_key`` raises :class:`InvalidArgumentError` naming the key and the node.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -614,8 +627,9 @@ class SummarizeNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         if model is not None and summarizer is not None:
             raise InvalidArgumentError("pass either model= or summarizer=, not both")
         _check_budgets(trigger_tokens, keep_tokens, max_summary_tokens)
+        _check_inputs([], None, None, token_counter)
         self.summarizer: Summarizer = (
-            ChatModelSummarizer(model) if model is not None else summarizer or _DEFAULT_SUMMARIZER
+            ChatModelSummarizer(model) if model is not None else _resolve(summarizer)
         )
         self.trigger_tokens = trigger_tokens
         self.keep_tokens = keep_tokens
@@ -631,37 +645,45 @@ class SummarizeNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             f"keep_tokens={self.keep_tokens}, summarizer={self.summarizer!r})"
         )
 
-    def _kwargs(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        if self.messages_key not in state:
-            raise KeyError(f"SummarizeNode: the state has no {self.messages_key!r} key")
-        return {
-            "running_summary": state.get(self.summary_key),
+    def _read(self, state: object) -> tuple[Sequence[BaseMessage], dict[str, Any]]:
+        """Return the messages and the summarize_history arguments for ``state``."""
+        values = _state_values(state, self.name or "summarize")
+        if self.messages_key not in values:
+            raise InvalidArgumentError(
+                f"SummarizeNode {self.name!r}: the state has no {self.messages_key!r} key "
+                f"(keys: {sorted(map(str, values))}); pass messages_key= to name the key "
+                "that holds the messages"
+            )
+        return values[self.messages_key], {
+            "running_summary": values.get(self.summary_key),
             "summarizer": self.summarizer,
             "trigger_tokens": self.trigger_tokens,
             "keep_tokens": self.keep_tokens,
             "token_counter": self.token_counter,
-            "state": state,
+            "state": values,
             "max_summary_tokens": self.max_summary_tokens,
         }
 
-    def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, state: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
         """Return the state update for ``state`` (see the class docstring)."""
-        result = summarize_history(state[self.messages_key], **self._kwargs(state))
+        messages, kwargs = self._read(state)
+        result = summarize_history(messages, **kwargs)
         return result.state_update(messages_key=self.messages_key, summary_key=self.summary_key)
 
-    async def acall(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    async def acall(self, state: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
         """Async twin of ``node(state)``."""
-        result = await asummarize_history(state[self.messages_key], **self._kwargs(state))
+        messages, kwargs = self._read(state)
+        result = await asummarize_history(messages, **kwargs)
         return result.state_update(messages_key=self.messages_key, summary_key=self.summary_key)
 
     def invoke(
-        self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Runnable entry point used by LangGraph's ``invoke``/``stream``."""
         return self(input)
 
     async def ainvoke(
-        self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Runnable entry point used by LangGraph's ``ainvoke``/``astream``."""
         return await self.acall(input)

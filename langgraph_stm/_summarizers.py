@@ -52,7 +52,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langgraph_stm._errors import SummarizationError
+from langgraph_stm._errors import InvalidArgumentError, SummarizationError
 from langgraph_stm._state import Constraint, PlanStep, Summary
 from langgraph_stm._tokens import default_token_counter, message_role
 
@@ -131,9 +131,9 @@ class Summarizer(Protocol):
     """Anything that folds a :class:`SummaryRequest` into a :class:`SummaryDraft`.
 
     Raise any exception to signal failure: the caller turns it into
-    :class:`SummarizationError` and leaves the state untouched. An optional class
-    attribute ``deterministic = True`` says that the same request always gives the
-    same draft without side effects, so its answers need not be checkpointed.
+    :class:`SummarizationError` and leaves the state untouched. Inside a graph run
+    the answer is checkpointed as a LangGraph task, so a re-run node replays it
+    instead of calling again; the summarizer itself needs no memo.
     """
 
     def summarize(self, request: SummaryRequest) -> SummaryDraft:
@@ -255,9 +255,6 @@ class ExtractiveSummarizer:
         >>> draft.errors
         ('billing_api failed: HTTP 503 Service Unavailable; recovery: The API is down; I will retry with backoff.',)
     """  # noqa: E501
-
-    deterministic = True
-    """Same request, same draft: re-running it is free, so it is never checkpointed."""
 
     def summarize(self, request: SummaryRequest) -> SummaryDraft:
         """Return the new summary: previous lines plus the new facts, within the bound."""
@@ -496,18 +493,31 @@ def _string_list(value: object, key: str) -> tuple[str, ...]:
     return tuple(_dedupe([" ".join(v.split()) for v in value]))
 
 
+EXPECTED_KEYS = ("text", "goal", "constraints", "completed_steps", "open_questions", "errors")
+"""The keys a chat model's JSON answer must have (extra keys are ignored)."""
+
+
 def parse_draft(answer: str, max_tokens: int, count_text: Callable[[str], int]) -> SummaryDraft:
     """Validate a model's JSON answer and return it as a draft; ``ValueError`` if invalid.
 
+    Valid: one JSON object (optionally in a code fence) with every key of
+    :data:`EXPECTED_KEYS`; ``text`` a non-empty string within ``max_tokens``; ``goal`` a
+    string or null; the other keys lists of strings (null counts as an empty list).
+    Extra keys are ignored.
+
     Example:
-        >>> parse_draft('{"text": "user wants a refund", "goal": null}', 50, len).text
+        >>> parse_draft('{"text": "user wants a refund", "goal": null, "constraints": [],'
+        ...             ' "completed_steps": [], "open_questions": [], "errors": []}', 50, len).text
         'user wants a refund'
-        >>> parse_draft('{"text": ""}', 50, len)
+        >>> parse_draft('{"text": "user wants a refund", "goal": null}', 50, len)
         Traceback (most recent call last):
         ...
-        ValueError: 'text' must be a non-empty string
+        ValueError: missing key(s): 'constraints', 'completed_steps', 'open_questions', 'errors'
     """
     value = _parse_json_object(answer)
+    missing = [key for key in EXPECTED_KEYS if key not in value]
+    if missing:
+        raise ValueError("missing key(s): " + ", ".join(repr(key) for key in missing))
     text = value.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' must be a non-empty string")
@@ -533,8 +543,8 @@ class ChatModelSummarizer:
     The model gets the instructions, the structured state as context, the previous
     summary and the new messages as a transcript (tool outputs as quoted data, so the
     request never contains a tool message without its call). An answer that is not a
-    JSON object with the expected keys, or whose text exceeds ``max_summary_tokens``, is
-    sent back with the problem, at most ``max_retries`` times; then
+    JSON object with every expected key (see :func:`parse_draft`), or whose text exceeds
+    ``max_summary_tokens``, is sent back with the problem, at most ``max_retries`` times; then
     :class:`SummarizationError` is raised. An exception from the model is wrapped in
     :class:`SummarizationError` at once (configure retries on the model for transient
     failures, e.g. ``model.with_retry()``).
@@ -557,8 +567,17 @@ class ChatModelSummarizer:
     def __init__(
         self, model: BaseChatModel, *, max_retries: int = 2, instructions: str = _INSTRUCTIONS
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise InvalidArgumentError(
+                f"ChatModelSummarizer: max_retries must be an int >= 0, got {max_retries!r}"
+            )
+        try:
+            instructions.format(max_tokens=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise InvalidArgumentError(
+                "ChatModelSummarizer: instructions are a format string whose only field is "
+                f"{{max_tokens}}; double any other brace ({{{{ and }}}}), got error {exc!r}"
+            ) from None
         self.model = model
         self.max_retries = max_retries
         self.instructions = instructions

@@ -154,24 +154,30 @@ class TestSummarizeAndInterruptInOneNode:
         assert after.get("summary") is None
 
 
-def test_resume_in_a_new_process_on_sqlite(tmp_path: Path) -> None:
-    """A subprocess opens the same SQLite file and resumes; the model is never called there."""
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_resume_in_a_new_process(backend: str, request: pytest.FixtureRequest) -> None:
+    """A subprocess opens the same database and resumes; the model is never called there."""
     import asyncio
 
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from tests.support.summarize_graphs import pause
 
-    path = str(tmp_path / "checkpoints.sqlite")
+    if backend == "sqlite":
+        target = str(request.getfixturevalue("tmp_path") / "checkpoints.sqlite")
+    else:
+        target = request.getfixturevalue("postgres_uri")
     model = summary_model()
-
-    async def pause() -> None:
-        async with AsyncSqliteSaver.from_conn_string(path) as saver:
-            graph = approval_graph(model, saver)
-            await graph.ainvoke({"messages": long_history(), **STRUCTURED}, CONFIG)
-
-    asyncio.run(pause())
+    asyncio.run(pause(backend, target, "billing-7", model))
     assert model.calls == 1
     result = subprocess.run(
-        [sys.executable, "-m", "tests.support.summarize_graphs", "resume", path, "billing-7"],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.summarize_graphs",
+            "resume",
+            backend,
+            target,
+            "billing-7",
+        ],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -184,33 +190,65 @@ def test_resume_in_a_new_process_on_sqlite(tmp_path: Path) -> None:
     assert final["model_calls"] == 0
     assert final["ids"] == ["a10", "h11", "a11", "ask-mail", "t-mail-1"]
     assert final["summary"]["version"] == 1
+    assert final["summary"]["text"] == "Folded 21 more messages."
     assert final["goal"] == GOAL
 
 
+DECISIONS = {
+    20: "We decided to use UUID invoice ids in the v2 schema.",
+    90: "We agreed on a batch size of 500 for the export.",
+    160: "We decided to keep the legacy webhook for 30 days.",
+    230: "We will switch traffic with the EU region first.",
+}
+FAILURES = {
+    50: ("billing_api", "HTTP 503 Service Unavailable", "I will retry with exponential backoff."),
+    120: ("billing_api", "Error: 401 token expired", "I rotated the expired API token."),
+    190: ("bulk_update", "Error: payload too large", "I split the batch into chunks of 100."),
+    260: ("ledger_db", "Error: primary timed out", "I fell back to the read replica."),
+}
+
+
 def scripted_turn(i: int) -> list[Any]:
-    """One tool-heavy turn: a request, two parallel calls, their results, a reply."""
+    """One tool-heavy turn: a request, two parallel calls, their results, a reply.
+
+    Some turns carry a decision (the reply) or a failed call and its recovery (the
+    second call fails, the reply says how the agent recovered).
+    """
     from langchain_core.messages import AIMessage, ToolMessage
 
+    failure = FAILURES.get(i)
     calls = [
-        {"name": "fetch", "args": {"batch": i, "part": k}, "id": f"c{i}-{k}"} for k in range(2)
+        {"name": "fetch", "args": {"batch": i, "part": 0}, "id": f"c{i}-0"},
+        {
+            "name": failure[0] if failure else "fetch",
+            "args": {"batch": i, "part": 1},
+            "id": f"c{i}-1",
+        },
     ]
+    results = [
+        ToolMessage(
+            f"batch {i} part {k}: " + "sku qty amount; " * 20,
+            tool_call_id=c["id"],
+            id=f"t{i}-{k}",
+        )
+        for k, c in enumerate(calls)
+    ]
+    if failure:
+        results[1] = ToolMessage(
+            failure[1], tool_call_id=calls[1]["id"], id=f"t{i}-1", status="error"
+        )
+    reply = failure[2] if failure else DECISIONS.get(i, f"Batch {i} processed.")
     return [
         HumanMessage(f"Process invoice batch {i}.", id=f"h{i}"),
         AIMessage("", id=f"a{i}c", tool_calls=calls),
-        *(
-            ToolMessage(
-                f"batch {i} part {k}: " + "sku qty amount; " * 20,
-                tool_call_id=c["id"],
-                id=f"t{i}-{k}",
-            )
-            for k, c in enumerate(calls)
-        ),
-        AIMessage(f"Batch {i} processed.", id=f"a{i}r"),
+        *results,
+        AIMessage(reply, id=f"a{i}r"),
     ]
 
 
 async def test_structured_state_survives_ten_summarizations_in_build_context() -> None:
-    """300 turns, >= 10 summaries: the context keeps goal, constraint and plan statuses."""
+    """300 turns, >= 10 summaries: the context keeps goal, constraint and plan statuses,
+    and the one bounded summary keeps the decisions and error recoveries it covered."""
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, StateGraph
 
@@ -227,14 +265,41 @@ async def test_structured_state_survives_ten_summarizations_in_build_context() -
         .compile(checkpointer=InMemorySaver())
     )
     await graph.aupdate_state(CONFIG, STRUCTURED)
+    all_ids: list[str] = []
+    summarizations = 0
+    version = 0
     for i in range(300):
-        update: dict[str, Any] = {"messages": scripted_turn(i)}
+        turn = scripted_turn(i)
+        all_ids += [m.id for m in turn]
+        update: dict[str, Any] = {"messages": turn}
         if i == 150:
             update["plan"] = [{"id": "s2", "status": "done"}, {"id": "s3", "status": "in_progress"}]
-        await graph.ainvoke(update, CONFIG)
+        values = await graph.ainvoke(update, CONFIG)
+        new_version = (values.get("summary") or {}).get("version", 0)
+        assert new_version in (version, version + 1)
+        summarizations += new_version - version
+        version = new_version
     state = (await graph.aget_state(CONFIG)).values
-    assert state["summary"]["version"] >= 10
-    assert counter.count_text(state["summary"]["text"]) <= 300
+    summary = state["summary"]
+    # one running summary, one version per summarization, bounded, covering exactly the
+    # oldest messages up to covered_until_message_id
+    assert summarizations >= 10
+    assert summary["version"] == summarizations
+    assert counter.count_text(summary["text"]) <= 300
+    covered = summary["coverage"]["message_count"]
+    assert summary["coverage"]["first_message_id"] == "h0"
+    assert summary["covered_until_message_id"] == all_ids[covered - 1]
+    assert [m.id for m in state["messages"]] == all_ids[covered:]
+    assert not any("Summary of the earlier conversation" in m.text for m in state["messages"])
+    # what the summary itself kept from the covered turns
+    assert covered > 270 * 5  # every decision and failure turn is covered
+    for decision in DECISIONS.values():
+        assert decision in summary["text"]
+    for tool, error, recovery in FAILURES.values():
+        line = f"{tool} failed: {error}; recovery: {recovery}"
+        assert line in summary["text"]
+        assert line in summary["errors"]
+    assert "Process invoice batch 0." not in summary["text"]  # old requests went first
     context = build_context(
         state, max_tokens=3000, system_prompt="You are a billing agent.", token_counter=counter
     )
@@ -245,6 +310,8 @@ async def test_structured_state_survives_ten_summarizations_in_build_context() -
     assert "- [done] s2: map fields" in text
     assert "- [in_progress] s3: switch traffic" in text
     assert text.count("Summary of earlier conversation:") == 1
+    for decision in DECISIONS.values():
+        assert decision in text
     assert not any(m.type == "system" for m in context[1:])
     assert counter(context) <= 3000
     assert validate_history(state["messages"]) == []

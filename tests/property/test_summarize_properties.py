@@ -30,7 +30,7 @@ from langgraph_stm import (
 )
 
 COUNT_TEXT = TokenCounter().count_text
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 WORDS = st.sampled_from(
     ["migrate", "billing", "never", "email", "error", "HTTP 503", "done", "decided", "why?", ""]
@@ -40,7 +40,8 @@ TEXT = st.lists(WORDS, max_size=12).map(" ".join)
 
 @st.composite
 def histories(draw: st.DrawFn) -> list[BaseMessage]:
-    """A valid history: optional system prompt, chat and tool units, maybe a pending tail."""
+    """A valid history: optional system prompt, chat, mid-list system notes and tool units,
+    maybe a pending tail."""
     counter = iter(range(10_000))
 
     def new_id(prefix: str) -> str:
@@ -50,9 +51,11 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
     if draw(st.booleans()):
         history.append(SystemMessage(draw(TEXT), id=new_id("s")))
     for _ in range(draw(st.integers(0, 14))):
-        kind = draw(st.sampled_from(["human", "ai", "tools"]))
+        kind = draw(st.sampled_from(["human", "ai", "tools", "note"]))
         if kind == "human":
             history.append(HumanMessage(draw(TEXT), id=new_id("h")))
+        elif kind == "note":
+            history.append(SystemMessage(draw(TEXT), id=new_id("n")))
         elif kind == "ai":
             history.append(AIMessage(draw(TEXT), id=new_id("a")))
         else:
@@ -98,6 +101,11 @@ class Counting(ExtractiveSummarizer):
         return super().summarize(request)
 
 
+def leading(history: list[BaseMessage]) -> int:
+    """1 when the input starts with a SystemMessage (the only leading one), else 0."""
+    return 1 if history and isinstance(history[0], SystemMessage) else 0
+
+
 def protected_ids(history: list[BaseMessage]) -> set[str]:
     units = group_units(history)
     keep: set[str] = set()
@@ -109,6 +117,9 @@ def protected_ids(history: list[BaseMessage]) -> set[str]:
     humans = [u for u in units if isinstance(u.head, HumanMessage)]
     if humans:
         keep.update(humans[-1].ids)
+    others = [u for u in units if not isinstance(u.head, SystemMessage)]
+    if others:
+        keep.update(others[-1].ids)
     return keep
 
 
@@ -153,23 +164,39 @@ def test_summarization_keeps_every_invariant(
     update = result.state_update()
     if update:
         assert add_messages(history, update["messages"]) == kept
-    # 5. budget, or an explicit flag when only mandatory messages are left
+    # 3. what is summarized is one contiguous run right after the leading system message,
+    # so everything after covered_until_message_id is live
+    start = leading(history)
+    n = len(result.summarized_ids)
+    assert result.summarized_ids == tuple(m.id for m in history[start : start + n])
+    assert all(a is b for a, b in zip(kept, [*history[:start], *history[start + n :]], strict=True))
+    # 5. budget, or an explicit flag when eviction stopped at a protected unit
     if counter(history) <= trigger:
         assert not result.summarized
     elif result.fits:
         assert counter(kept) <= keep
     else:
-        assert {m.id for m in kept} == protected_ids(history)
+        rest = group_units(kept[start:])
+        assert not rest or rest[0].pending or set(rest[0].ids) & protected_ids(history)
     # 6. bounded summary text with a coverage record
     if result.summary is not None:
         assert 0 < COUNT_TEXT(result.summary["text"]) <= bound
         coverage = result.summary["coverage"]
-        assert coverage is not None
-        assert coverage["message_count"] == len(summarized)
-    # 8. a leading system message stays first and once, no system message mid-list
-    if history and isinstance(history[0], SystemMessage):
+        assert coverage == {
+            "first_message_id": history[start].id,
+            "last_message_id": history[start + n - 1].id,
+            "message_count": n,
+        }
+        assert result.summary["covered_until_message_id"] == history[start + n - 1].id
+    # 8. a leading system message stays first and once; a mid-list note never becomes
+    # first; no SystemMessage is created
+    if start:
         assert kept[0] is history[0]
-    assert not any(isinstance(m, SystemMessage) for m in kept[1:])
+        assert sum(m is history[0] for m in kept) == 1
+    elif kept:
+        assert not isinstance(kept[0], SystemMessage) or kept[0] is history[0]
+    if result.summarized and start + n < len(history):
+        assert not isinstance(history[start + n], SystemMessage)
     # 4. idempotent: a re-run on the same input and on the produced state change nothing
     again = summarize_history(
         history,
@@ -179,8 +206,8 @@ def test_summarization_keeps_every_invariant(
         token_counter=counter,
         max_summary_tokens=bound,
     )
-    assert again == result
-    assert summarizer.calls == (1 if result.summarized else 0)
+    assert again == result  # outside a graph run the summarizer is called again, same answer
+    assert summarizer.calls == (2 if result.summarized else 0)
     after = summarize_history(
         kept,
         running_summary=result.summary,
@@ -192,6 +219,51 @@ def test_summarization_keeps_every_invariant(
     )
     assert not after.summarized
     assert after.summary is result.summary
+    assert summarizer.calls == (2 if result.summarized else 0)
+
+
+@SETTINGS
+@given(history=histories(), trigger=st.integers(1, 40), keep_share=st.floats(0.05, 1.0))
+def test_coverage_stays_contiguous_as_the_thread_grows(
+    history: list[BaseMessage], trigger: int, keep_share: float
+) -> None:
+    """3, 8. Unit by unit, as a graph would see it: the removed ids are always the oldest
+    messages after the leading one, the coverage record describes exactly them, and a
+    mid-list system note is never taken for the leading system message."""
+    keep = max(1, int(trigger * keep_share))
+    start = leading(history)
+    live: list[BaseMessage] = []
+    summary = None
+    removed: list[str] = []
+    for unit in group_units(history):
+        live = [*live, *unit.messages]
+        result = summarize_history(
+            live,
+            running_summary=summary,
+            trigger_tokens=trigger,
+            keep_tokens=keep,
+            token_counter=len,
+            max_summary_tokens=40,
+        )
+        removed += result.summarized_ids
+        live, summary = result.messages, result.summary
+        if live and isinstance(live[0], SystemMessage):
+            assert start == 1
+            assert live[0] is history[0]
+    assert removed == [m.id for m in history[start : start + len(removed)]]
+    assert all(
+        a is b
+        for a, b in zip(live, [*history[:start], *history[start + len(removed) :]], strict=True)
+    )
+    if removed:
+        assert summary is not None
+        assert summary["version"] >= 1
+        assert summary["coverage"] == {
+            "first_message_id": removed[0],
+            "last_message_id": removed[-1],
+            "message_count": len(removed),
+        }
+        assert summary["covered_until_message_id"] == removed[-1]
 
 
 @SETTINGS

@@ -1,8 +1,9 @@
 """Graphs over STMState that summarize, used by the summarize integration tests.
 
-``python -m tests.support.summarize_graphs resume PATH THREAD`` resumes an approval
-interrupt on a SQLite file from a brand-new process, with a model that fails if it is
-called, and prints the final state as JSON (the restarted worker of the tests).
+``python -m tests.support.summarize_graphs resume BACKEND TARGET THREAD`` resumes an
+approval interrupt from a brand-new process, on a SQLite file (``sqlite PATH``) or a
+PostgreSQL database (``postgres URI``), with a model that fails if it is called, and
+prints the final state as JSON (the restarted worker of the tests).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -144,12 +147,37 @@ def snapshot(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _resume(path: str, thread: str) -> None:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+@asynccontextmanager
+async def open_saver(backend: str, target: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Open an async saver on a SQLite file or a PostgreSQL database (set up)."""
+    if backend == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(target) as sqlite:
+            yield sqlite
+    elif backend == "postgres":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(target) as postgres:
+            await postgres.setup()
+            yield postgres
+    else:
+        raise SystemExit(f"unknown backend {backend!r}: sqlite or postgres")
+
+
+async def pause(backend: str, target: str, thread: str, model: ScriptedChatModel) -> None:
+    """Run the approval graph on a fresh thread until its interrupt."""
+    async with open_saver(backend, target) as saver:
+        graph = approval_graph(model, saver)
+        config: Any = {"configurable": {"thread_id": thread}}
+        await graph.ainvoke({"messages": long_history(), **STRUCTURED}, config)
+
+
+async def _resume(backend: str, target: str, thread: str) -> None:
     from langgraph.types import Command
 
     never = ScriptedChatModel(script=[AssertionError("the model was called after a restart")])
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+    async with open_saver(backend, target) as saver:
         graph = approval_graph(never, saver)
         config: Any = {"configurable": {"thread_id": thread}}
         values = await graph.ainvoke(Command(resume="approved"), config)
@@ -157,6 +185,6 @@ async def _resume(path: str, thread: str) -> None:
 
 
 if __name__ == "__main__":
-    _, command, db_path, thread_id = sys.argv
+    _, command, backend_name, target_name, thread_id = sys.argv
     assert command == "resume"
-    asyncio.run(_resume(db_path, thread_id))
+    asyncio.run(_resume(backend_name, target_name, thread_id))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import (
     AIMessage,
+    AnyMessage,
     BaseMessage,
     HumanMessage,
     RemoveMessage,
@@ -15,6 +16,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langgraph.graph.message import add_messages
+from pydantic import BaseModel
 
 from langgraph_stm import (
     InvalidArgumentError,
@@ -30,6 +32,14 @@ from langgraph_stm import (
     update_summary,
 )
 from tests.support.models import AsyncOnlyChatModel, ScriptedChatModel, summary_json
+
+
+class PydanticState(BaseModel):
+    """A graph state schema as a pydantic model."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    goal: str | None = None
+    summary: dict[str, Any] | None = None
 
 
 class RecordingSummarizer:
@@ -140,18 +150,6 @@ class TestSummarizeHistory:
         assert "ask" in ids(result.messages)
         assert "ask" not in result.summarized_ids
         assert result.fits is False  # the latest human and the pending call must stay
-
-    def test_latest_human_stays_in_place_while_later_units_are_folded(self) -> None:
-        """A long tool loop after the last user turn is summarized around that turn."""
-        history: list[BaseMessage] = [HumanMessage("migrate billing", id="h0")]
-        for i in range(6):
-            history += [
-                AIMessage("", id=f"a{i}", tool_calls=[{"name": "step", "args": {}, "id": f"c{i}"}]),
-                ToolMessage(f"ok {i}", tool_call_id=f"c{i}", id=f"t{i}"),
-            ]
-        result = summarize_history(history, trigger_tokens=6, keep_tokens=5, token_counter=len)
-        assert ids(result.messages) == ["h0", "a4", "t4", "a5", "t5"]
-        assert result.summarized_ids[:2] == ("a0", "t0")
 
     def test_summary_version_and_coverage_accumulate(self) -> None:
         """Each summarization adds one version and extends the bounded coverage record."""
@@ -273,13 +271,13 @@ class TestSummarizeHistory:
                 chat(6), summarizer=Garbage(), trigger_tokens=4, keep_tokens=2, token_counter=len
             )
 
-    def test_same_input_twice_calls_the_summarizer_once(self) -> None:
-        """A re-run on the same input reuses the memoized answer: same ids, same version."""
+    def test_outside_a_graph_run_every_call_reaches_the_summarizer(self) -> None:
+        """No hidden memo: a direct re-run is a deliberate retry, deciding the same removals."""
         summarizer = RecordingSummarizer()
         kwargs: dict[str, Any] = {"trigger_tokens": 4, "keep_tokens": 2, "token_counter": len}
         first = summarize_history(chat(6), summarizer=summarizer, **kwargs)
         again = summarize_history(chat(6), summarizer=summarizer, **kwargs)
-        assert len(summarizer.requests) == 1
+        assert len(summarizer.requests) == 2
         assert again.summarized_ids == first.summarized_ids
         assert again.summary == first.summary
 
@@ -361,15 +359,14 @@ class TestSummarizeNode:
         node = SummarizeNode(trigger_tokens=100, keep_tokens=50, token_counter=len)
         assert node(self.state()) == {}
 
-    def test_run_twice_on_the_same_state_calls_the_model_once(self) -> None:
-        """As on an interrupt() resume: same removals, same version, one model call."""
+    def test_run_twice_on_the_same_state_gives_the_same_update(self) -> None:
+        """Same removals and version; the summary reducer keeps the first one applied."""
         model = ScriptedChatModel(script=[summary_json("first 9 turns"), summary_json("again")])
         node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         state = self.state()
         first, second = node(state), node(state)
-        assert model.calls == 1
         assert [m.id for m in first["messages"]] == [m.id for m in second["messages"]]
-        assert first["summary"] == second["summary"]
+        assert first["summary"]["version"] == second["summary"]["version"] == 1
         messages = add_messages(state["messages"], first["messages"])
         summary = update_summary(update_summary(None, first["summary"]), second["summary"])
         assert summary == first["summary"]
@@ -468,7 +465,7 @@ class TestInsideGraphRuns:
         assert ids(values["messages"]) == ["s", "a9", "h10", "a11"]
 
     async def test_the_sync_function_inside_an_async_node_does_not_block(self) -> None:
-        """On an event-loop thread the sync function skips the task and uses the memo."""
+        """In an async node of an async run the sync function calls the summarizer directly."""
         from langgraph.graph import START, StateGraph
 
         from langgraph_stm import STMState
@@ -490,11 +487,9 @@ class TestInsideGraphRuns:
         assert ids(values["messages"]) == ["h4", "a5"]
         assert len(summarizer.requests) == 1
 
-    @pytest.mark.parametrize(("with_model", "tasks"), [(True, ["stm_summarizer"]), (False, [])])
-    def test_only_model_answers_are_checkpointed_as_a_task(
-        self, with_model: bool, tasks: list[str]
-    ) -> None:
-        """A model's answer is a checkpointed task; the deterministic default is not."""
+    @pytest.mark.parametrize("with_model", [True, False])
+    def test_every_summarizer_answer_is_a_checkpointed_task(self, with_model: bool) -> None:
+        """One mechanism: inside a graph run any summarizer's answer is the stm_summarizer task."""
         from langgraph.graph import START, StateGraph
 
         from langgraph_stm import STMState
@@ -503,8 +498,82 @@ class TestInsideGraphRuns:
         node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         graph = StateGraph(STMState).add_node(node).add_edge(START, "summarize").compile()
         chunks = list(graph.stream({"messages": chat(12)}, stream_mode="updates"))
-        assert [name for chunk in chunks for name in chunk if name != "summarize"] == tasks
+        assert [name for chunk in chunks for name in chunk if name != "summarize"] == [
+            "stm_summarizer"
+        ]
         assert chunks[-1]["summarize"]["summary"]["version"] == 1
+
+    def test_async_runs_are_told_apart_by_their_callback_manager(self) -> None:
+        """Fails loudly if LangGraph stops giving async runs an AsyncCallbackManager."""
+        import asyncio
+
+        from langgraph.graph import START, StateGraph
+
+        from langgraph_stm import STMState
+        from langgraph_stm._summarize import _graph_run
+
+        seen: list[str | None] = []
+
+        def sync_node(state: STMState) -> dict[str, Any]:
+            seen.append(_graph_run())
+            return {}
+
+        async def async_node(state: STMState) -> dict[str, Any]:
+            seen.append(_graph_run())
+            return {}
+
+        sync_graph = StateGraph(STMState).add_node(sync_node).add_edge(START, "sync_node")
+        async_graph = StateGraph(STMState).add_node(async_node).add_edge(START, "async_node")
+        sync_graph.compile().invoke({"messages": []})
+        asyncio.run(sync_graph.compile().ainvoke({"messages": []}))
+        asyncio.run(async_graph.compile().ainvoke({"messages": []}))
+        assert seen == ["sync", "async-thread", "async-loop"]
+        assert _graph_run() is None
+
+    def test_sync_graph_on_an_event_loop_thread_survives_a_rebuild(self) -> None:
+        """graph.invoke called from a coroutine (Jupyter, an async handler): after an
+        interrupt, a rebuilt graph with a new model object resumes without calling it."""
+        import asyncio
+
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.graph import START, StateGraph
+        from langgraph.types import Command, interrupt
+
+        from langgraph_stm import STMState
+
+        saver = InMemorySaver()
+        config: Any = {"configurable": {"thread_id": "jupyter"}}
+
+        def build(model: ScriptedChatModel) -> Any:
+            node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+
+            def summarize_then_ask(state: STMState) -> dict[str, Any]:
+                update = node(state)
+                interrupt("continue?")
+                return update
+
+            return (
+                StateGraph(STMState)
+                .add_node(summarize_then_ask)
+                .add_edge(START, "summarize_then_ask")
+                .compile(checkpointer=saver)
+            )
+
+        first = ScriptedChatModel(script=[summary_json("nine turns")])
+        rebuilt = ScriptedChatModel(script=[AssertionError("the model was called again")])
+
+        async def cell_one() -> None:
+            build(first).invoke({"messages": chat(12, system=True)}, config)
+
+        async def cell_two() -> dict[str, Any]:
+            values: dict[str, Any] = build(rebuilt).invoke(Command(resume=True), config)
+            return values
+
+        asyncio.run(cell_one())
+        values = asyncio.run(cell_two())
+        assert (first.calls, rebuilt.calls) == (1, 0)
+        assert values["summary"]["text"] == "nine turns"
+        assert ids(values["messages"]) == ["s", "a9", "h10", "a11"]
 
     def test_a_failing_model_inside_a_sync_graph_is_a_summarization_error(self) -> None:
         """The task path keeps the error contract: SummarizationError chained to the cause."""
@@ -529,3 +598,234 @@ class TestInsideGraphRuns:
         values = graph.invoke(None, config)  # retry: the failure was not checkpointed
         assert values["summary"]["text"] == "ok"
         assert model.calls == 2
+
+
+class TestContiguousCoverage:
+    """The summary covers one contiguous run of the oldest messages, nothing after a live one."""
+
+    def test_the_summary_never_covers_messages_after_a_live_message(self) -> None:
+        """Eviction stops at the latest user turn: nothing after it is folded (reviewer's B2)."""
+        history: list[BaseMessage] = [
+            HumanMessage("start", id="h0"),
+            AIMessage("ok", id="a0"),
+            HumanMessage("latest request", id="h1"),
+            *(AIMessage(f"step {i}", id=f"a{i}") for i in range(1, 7)),
+        ]
+        result = summarize_history(history, trigger_tokens=5, keep_tokens=3, token_counter=len)
+        assert result.summarized_ids == ("h0", "a0")
+        assert ids(result.messages) == ["h1", "a1", "a2", "a3", "a4", "a5", "a6"]
+        assert result.fits is False  # the protected latest turn blocks further eviction
+        assert result.summary is not None
+        assert result.summary["covered_until_message_id"] == "a0"
+        assert result.summary["coverage"] == {
+            "first_message_id": "h0",
+            "last_message_id": "a0",
+            "message_count": 2,
+        }
+
+    def test_a_tool_loop_after_the_only_user_turn_is_reported_not_fitting(self) -> None:
+        """Nothing before the protected turn to fold: no summary, fits=False, state unchanged."""
+        history: list[BaseMessage] = [HumanMessage("migrate billing", id="h0")]
+        for i in range(6):
+            history += [
+                AIMessage("", id=f"a{i}", tool_calls=[{"name": "step", "args": {}, "id": f"c{i}"}]),
+                ToolMessage(f"ok {i}", tool_call_id=f"c{i}", id=f"t{i}"),
+            ]
+        result = summarize_history(history, trigger_tokens=6, keep_tokens=5, token_counter=len)
+        assert not result.summarized
+        assert result.messages == history
+        assert result.fits is False
+        assert result.state_update() == {}
+
+    def test_coverage_stays_contiguous_across_summarizations(self) -> None:
+        """Each new version extends the covered run right after covered_until_message_id."""
+        full = chat(30, system=True)
+        live: list[BaseMessage] = []
+        summary = None
+        removed: list[str] = []
+        for message in full:
+            live.append(message)
+            result = summarize_history(
+                live, running_summary=summary, trigger_tokens=8, keep_tokens=4, token_counter=len
+            )
+            removed += result.summarized_ids
+            live, summary = result.messages, result.summary
+        assert summary is not None
+        assert removed == ids(full[1 : 1 + len(removed)])
+        assert live == [full[0], *full[1 + len(removed) :]]
+        assert summary["coverage"] == {
+            "first_message_id": "h0",
+            "last_message_id": removed[-1],
+            "message_count": len(removed),
+        }
+        assert summary["covered_until_message_id"] == removed[-1]
+
+
+class TestLeadingSystemMessage:
+    """Only a SystemMessage first in the input is the leading one (invariant 8)."""
+
+    def history(self) -> list[BaseMessage]:
+        return [
+            HumanMessage("start", id="h0"),
+            AIMessage("ok", id="a0"),
+            SystemMessage("Note: the tenant switched to EU billing.", id="note"),
+            HumanMessage("continue", id="h1"),
+            AIMessage("working", id="a1"),
+            HumanMessage("and then?", id="h2"),
+            AIMessage("done", id="a2"),
+            HumanMessage("thanks", id="h3"),
+        ]
+
+    def test_a_mid_history_system_note_never_becomes_leading(self) -> None:
+        """A cut right before a system note folds the note too: it is never left first."""
+        result = summarize_history(
+            self.history(), trigger_tokens=7, keep_tokens=6, token_counter=len
+        )
+        assert result.summarized_ids == ("h0", "a0", "note")
+        assert not isinstance(result.messages[0], SystemMessage)
+
+    def test_a_system_note_is_summarized_as_data(self) -> None:
+        """The note's content reaches the summary text like any other unit."""
+        history = [SystemMessage("You are a billing agent.", id="s"), *self.history()]
+        result = summarize_history(history, trigger_tokens=6, keep_tokens=3, token_counter=len)
+        assert result.messages[0] is history[0]
+        assert "note" in result.summarized_ids
+        assert result.summary is not None
+        assert "system note: Note: the tenant switched to EU billing." in result.summary["text"]
+        assert not any(isinstance(m, SystemMessage) for m in result.messages[1:])
+
+    def test_a_note_added_after_a_tool_only_history_never_becomes_first(self) -> None:
+        """Without a HumanMessage the newest unit stays, so a later note is never first."""
+        check = AIMessage("", id="a9", tool_calls=[{"name": "check", "args": {}, "id": "c9"}])
+        history: list[BaseMessage] = [
+            *parallel_calls(2),
+            check,
+            ToolMessage("all fine", tool_call_id="c9", id="t9"),
+        ]
+        result = summarize_history(history, trigger_tokens=2, keep_tokens=1, token_counter=len)
+        assert result.summarized_ids == ("fan", "t0", "t1")
+        assert ids(result.messages) == ["a9", "t9"]
+        assert result.fits is False
+        note = SystemMessage("Note: quota reset.", id="note")
+        grown = [*result.messages, note, AIMessage("next", id="a10")]
+        again = summarize_history(
+            grown,
+            running_summary=result.summary,
+            trigger_tokens=2,
+            keep_tokens=1,
+            token_counter=len,
+        )
+        assert again.summarized_ids == ("a9", "t9", "note")
+        assert ids(again.messages) == ["a10"]
+
+    def test_a_second_system_message_at_the_start_is_not_leading(self) -> None:
+        """[S, S2, ...]: S stays first; S2 is an ordinary unit, folded oldest first."""
+        history = [
+            SystemMessage("You are a billing agent.", id="s"),
+            SystemMessage("Extra note.", id="s2"),
+            *chat(6),
+        ]
+        result = summarize_history(history, trigger_tokens=5, keep_tokens=3, token_counter=len)
+        assert result.messages[0] is history[0]
+        assert result.summarized_ids[0] == "s2"
+
+
+BAD: Any = "not-what-is-expected"
+
+
+class TestArgumentErrors:
+    """Every error raised on purpose is an STMError naming what is wrong."""
+
+    @pytest.mark.parametrize(
+        ("trigger", "keep", "bound"),
+        [
+            ("10", 5, 10),
+            (10, "5", 10),
+            (10, 5, "9"),
+            (True, 1, 10),
+            (10, True, 10),
+            (10.0, 5, 10),
+            (10, 5.5, 10),
+            (10, 5, 1.5),
+            (-1, 1, 10),
+            (10, -1, 10),
+            (10, 5, -3),
+        ],
+    )
+    def test_budgets_must_be_positive_ints(self, trigger: Any, keep: Any, bound: Any) -> None:
+        """Strings, bools, floats and non-positive values are InvalidArgumentError."""
+        with pytest.raises(InvalidArgumentError):
+            summarize_history(
+                chat(2), trigger_tokens=trigger, keep_tokens=keep, max_summary_tokens=bound
+            )
+        with pytest.raises(InvalidArgumentError):
+            SummarizeNode(trigger_tokens=trigger, keep_tokens=keep, max_summary_tokens=bound)
+
+    def test_an_unknown_summarizer_is_an_invalid_argument(self) -> None:
+        """A summarizer that is neither a Summarizer nor a chat model is refused clearly."""
+        with pytest.raises(InvalidArgumentError, match="summarizer must be"):
+            summarize_history(
+                chat(6), summarizer=BAD, trigger_tokens=4, keep_tokens=2, token_counter=len
+            )
+        with pytest.raises(InvalidArgumentError, match="summarizer must be"):
+            SummarizeNode(summarizer=BAD, trigger_tokens=4, keep_tokens=2)
+
+    def test_a_token_counter_must_be_callable(self) -> None:
+        """A non-callable counter is refused before any work."""
+        with pytest.raises(InvalidArgumentError, match="token_counter"):
+            summarize_history(chat(6), trigger_tokens=4, keep_tokens=2, token_counter=BAD)
+
+    def test_a_malformed_running_summary_or_state_is_refused(self) -> None:
+        """running_summary must be a Summary dict with a version; state a mapping."""
+        with pytest.raises(InvalidArgumentError, match="running_summary"):
+            summarize_history(
+                chat(6), running_summary=BAD, trigger_tokens=4, keep_tokens=2, token_counter=len
+            )
+        with pytest.raises(InvalidArgumentError, match="state"):
+            summarize_history(
+                chat(6), state=BAD, trigger_tokens=4, keep_tokens=2, token_counter=len
+            )
+
+    def test_a_missing_messages_key_names_the_key_and_the_node(self) -> None:
+        """The node says which key is missing and which node it is, as an STMError."""
+        node = SummarizeNode(trigger_tokens=4, keep_tokens=2, token_counter=len, name="compact")
+        for call in (node, node.invoke):
+            with pytest.raises(InvalidArgumentError) as caught:
+                call({"chat": chat(6)})
+            assert "'messages'" in str(caught.value)
+            assert "'compact'" in str(caught.value)
+
+    async def test_a_missing_messages_key_in_the_async_path(self) -> None:
+        """acall/ainvoke report the missing key the same way."""
+        node = SummarizeNode(trigger_tokens=4, keep_tokens=2, token_counter=len)
+        with pytest.raises(InvalidArgumentError, match="'messages'"):
+            await node.ainvoke({"chat": chat(6)})
+
+    def test_a_state_that_is_neither_mapping_nor_model_is_refused(self) -> None:
+        """A list or a string is not a state."""
+        node = SummarizeNode(trigger_tokens=4, keep_tokens=2, token_counter=len)
+        with pytest.raises(InvalidArgumentError, match="state"):
+            node(chat(6))  # type: ignore[arg-type]
+
+    def test_any_mapping_is_a_state(self) -> None:
+        """A read-only mapping works like a dict."""
+        from types import MappingProxyType
+
+        node = SummarizeNode(trigger_tokens=8, keep_tokens=4, token_counter=len)
+        update = node(MappingProxyType({"messages": chat(12), "goal": "g"}))
+        assert update["summary"]["version"] == 1
+
+    def test_a_pydantic_state_is_read_by_attribute(self) -> None:
+        """In a graph whose state schema is a pydantic model, the node reads attributes."""
+        from langgraph.graph import START, StateGraph
+
+        summarizer = RecordingSummarizer()
+        node = SummarizeNode(
+            summarizer=summarizer, trigger_tokens=8, keep_tokens=4, token_counter=len
+        )
+        graph = StateGraph(PydanticState).add_node(node).add_edge(START, "summarize").compile()
+        start: Any = {"messages": chat(12), "goal": "migrate billing"}
+        values = graph.invoke(start)
+        assert ids(values["messages"]) == ["h8", "a9", "h10", "a11"]
+        assert values["summary"]["version"] == 1
+        assert summarizer.requests[0].goal == "migrate billing"

@@ -10,11 +10,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph_stm import (
     ChatModelSummarizer,
     ExtractiveSummarizer,
+    InvalidArgumentError,
     SummarizationError,
     Summarizer,
     SummaryRequest,
     TokenCounter,
 )
+from langgraph_stm._summarizers import parse_draft
 from tests.support.models import ScriptedChatModel, summary_json
 
 COUNT = TokenCounter().count_text
@@ -253,7 +255,42 @@ class TestChatModelSummarizer:
         assert draft.goal == "migrate billing to v2"
         assert model.calls == 2
 
-    def test_negative_retries_are_refused(self) -> None:
-        """max_retries counts extra attempts: it cannot be negative."""
-        with pytest.raises(ValueError, match="max_retries"):
-            ChatModelSummarizer(ScriptedChatModel(), max_retries=-1)
+    @pytest.mark.parametrize("retries", [-1, True, 1.5, "2"])
+    def test_bad_retries_are_an_invalid_argument(self, retries: object) -> None:
+        """max_retries counts extra attempts: an int >= 0, else InvalidArgumentError."""
+        with pytest.raises(InvalidArgumentError, match="max_retries"):
+            ChatModelSummarizer(ScriptedChatModel(), max_retries=retries)  # type: ignore[arg-type]
+
+    def test_instructions_with_stray_braces_are_refused_early(self) -> None:
+        """Instructions are a format string with {max_tokens}; other braces must be doubled."""
+        with pytest.raises(InvalidArgumentError, match="instructions"):
+            ChatModelSummarizer(ScriptedChatModel(), instructions='Answer {"text": ...}')
+        ok = ChatModelSummarizer(
+            ScriptedChatModel(), instructions='At most {max_tokens}; {{"text"}}'
+        )
+        assert ok.prompt(SummaryRequest(conversation()))[0].text.startswith("At most 600;")
+
+    @pytest.mark.parametrize(
+        "missing", ["goal", "constraints", "completed_steps", "open_questions", "errors"]
+    )
+    def test_an_answer_missing_a_key_is_sent_back(self, missing: str) -> None:
+        """Every expected key must be present (null allowed): the problem names the key."""
+        answer = json.loads(VALID)
+        del answer[missing]
+        model = ScriptedChatModel(script=[json.dumps(answer), VALID])
+        draft = ChatModelSummarizer(model, max_retries=1).summarize(self.request())
+        assert draft.goal == "migrate billing to v2"
+        assert model.calls == 2
+        assert f"missing key(s): {missing!r}" in model.prompts[1][-1].text
+
+    def test_parse_draft_rejects_missing_keys(self) -> None:
+        """parse_draft itself refuses an answer without the expected keys."""
+        with pytest.raises(ValueError, match="missing key"):
+            parse_draft('{"text": "user wants a refund", "goal": null}', 50, len)
+        draft = parse_draft(
+            '{"text": "t", "goal": null, "constraints": null, "completed_steps": [],'
+            ' "open_questions": [], "errors": [], "extra": 1}',
+            50,
+            len,
+        )
+        assert (draft.text, draft.constraints) == ("t", ())

@@ -4,13 +4,16 @@ The context is what one model call sees: a projection of :class:`STMState` that 
 a token budget, built fresh for every call and never written back to the state.
 What goes in, by priority (highest first, as in DESIGN.md):
 
-1. the system prompt (``system_prompt`` merged with a leading ``SystemMessage`` of the
-   state into **one** leading ``SystemMessage``);
+1. the system prompt (``system_prompt`` merged with the state's leading
+   ``SystemMessage`` - ``messages[0]``, if it is one - into **one** leading
+   ``SystemMessage``);
 2. confirmed constraints, the goal and the plan, the pending tool-call unit, the
    last error, and the latest ``HumanMessage`` - all **mandatory**: if they alone
    exceed ``max_tokens``, :class:`BudgetExceededError` is raised (or, with
    ``on_overflow="keep_mandatory"``, they are returned with ``over_budget=True``);
-3. the running summary;
+3. the running summary: its text and its structured fields (goal, when the state has
+   none; constraints, errors, completed steps, open questions), minus items the state
+   already lists verbatim;
 4. the ``recent_units`` newest units of the conversation, newest first;
 5. artifact summaries, newest first;
 6. older units, newest first, while they fit (the window stays contiguous).
@@ -27,10 +30,14 @@ What goes in, by priority (highest first, as in DESIGN.md):
 - no ``SystemMessage`` appears mid-list, and the block gives the conversation a
   user-role first turn, which Anthropic and Gemini require.
 
-Other ``SystemMessage`` items found later in the history are passed as
+Only the state's first message can be its leading system message. Other
+``SystemMessage`` items found later in the history (notes) are passed as
 ``HumanMessage`` with the same id and content, so the output never has a
-``SystemMessage`` after index 0. Units are kept whole; the output satisfies the
-tool-pair invariants and counts at most ``max_tokens`` with the given counter.
+``SystemMessage`` after index 0 and a note never joins the system prompt.
+(:class:`TrimNode` never evicts in a way that leaves a note first in the state; see
+:mod:`langgraph_stm._trim`.) Units are kept whole; the output satisfies the
+tool-pair invariants and counts at most ``max_tokens`` with the given counter (an
+empty context, with no system prompt, state or message, counts 0 and never raises).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -104,6 +111,11 @@ def _clean(text: object) -> str:
     return str(text).replace(_CLOSE, "</ working-memory>").strip()
 
 
+def _item(text: object) -> str:
+    """One list item as one line of block text."""
+    return " ".join(_clean(text).split())
+
+
 def render_state_block(
     state: Mapping[str, Any],
     *,
@@ -112,8 +124,11 @@ def render_state_block(
 ) -> str:
     """Render goal, constraints, plan, last error, summary and artifacts as one block.
 
-    Returns ``""`` when there is nothing to render. ``artifact_ids`` selects which
-    artifacts are listed (all when ``None``); they keep the state's order.
+    The summary is its text plus its structured fields (its goal when the state has
+    none, constraints, errors, completed steps, open questions), each item on one line
+    and skipped when the state's own goal, constraints or plan already say it
+    verbatim. Returns ``""`` when there is nothing to render. ``artifact_ids`` selects
+    which artifacts are listed (all when ``None``); they keep the state's order.
 
     Example:
         >>> print(render_state_block({
@@ -159,12 +174,8 @@ def render_state_block(
         lines.append(f"Last error{step}: {_clean(error['message'])}")
         if error.get("recovery"):
             lines.append(f"Recovery in progress: {_clean(error['recovery'])}")
-    if include_summary and summary and summary.get("text"):
-        lines.append("Summary of earlier conversation:")
-        lines.append(_clean(summary["text"]))
-        questions = summary.get("open_questions") or []
-        if questions:
-            lines.append("Open questions: " + "; ".join(_clean(q) for q in questions))
+    if include_summary and summary:
+        lines.extend(_summary_lines(summary, goal, constraints, plan))
     chosen = set(artifact_ids) if artifact_ids is not None else None
     listed = [a for a in artifacts if chosen is None or a["id"] in chosen]
     if listed:
@@ -175,6 +186,47 @@ def render_state_block(
     if not lines:
         return ""
     return "\n".join([_OPEN, _PREAMBLE, *lines, _CLOSE])
+
+
+def _summary_lines(
+    summary: Summary, goal: object, constraints: list[Constraint], plan: list[PlanStep]
+) -> list[str]:
+    """The summary's text and structured fields, minus what the state already shows.
+
+    Items are put on one line each. An item repeated verbatim (whitespace aside) by
+    the state's own goal, constraints or plan steps is skipped: the state's record of
+    it is already in the block.
+    """
+    shown = {_item(goal)} if goal else set()
+    shown.update(_item(c.get("text", "")) for c in constraints)
+    shown.update(_item(step.get("task", "")) for step in plan)
+
+    def fresh(items: object) -> list[str]:
+        if not isinstance(items, list):
+            return []
+        cleaned = (_item(item) for item in items if item)
+        return list(dict.fromkeys(c for c in cleaned if c and c not in shown))
+
+    body: list[str] = []
+    text = _clean(summary.get("text") or "")
+    if text:
+        body.append(text)
+    summary_goal = fresh([summary.get("goal")] if summary.get("goal") and not goal else [])
+    if summary_goal:
+        body.append(f"Goal then: {summary_goal[0]}")
+    for label, key in (
+        ("Constraints stated earlier", "constraints"),
+        ("Errors met", "errors"),
+    ):
+        items = fresh(summary.get(key))
+        if items:
+            body.append(f"{label}:")
+            body.extend(f"- {item}" for item in items)
+    for label, key in (("Completed", "completed_steps"), ("Open questions", "open_questions")):
+        items = fresh(summary.get(key))
+        if items:
+            body.append(f"{label}: " + "; ".join(items))
+    return ["Summary of earlier conversation:", *body] if body else []
 
 
 _STATE_KEYS = ("goal", "plan", "constraints", "artifacts", "last_error", "summary")
@@ -220,7 +272,7 @@ class ContextResult:
     messages: tuple[BaseMessage, ...]
     """The model input: system message, state block, then the kept conversation."""
     tokens: int
-    """Exact token count of ``messages`` with the token counter."""
+    """Exact token count of ``messages`` with the token counter (0 when empty)."""
     max_tokens: int
     """The budget that was asked for."""
     over_budget: bool
@@ -310,7 +362,8 @@ def plan_context(
         return [*head, *blk, *window(order)]
 
     must = sorted(mandatory)
-    required = meter.total(assemble(must))
+    mandatory_messages = assemble(must)
+    required = meter.total(mandatory_messages)  # 0 when empty: an empty context never raises
     omitted_all = tuple(m.id for m in source if m.id is not None and m is not leading)
     if required > max_tokens:
         if on_overflow == "raise":
@@ -322,10 +375,11 @@ def plan_context(
                 required=required,
                 max_tokens=max_tokens,
             )
-        messages = assemble(must)
-        return _result(messages, required, max_tokens, True, False, [], source, omitted_all)
+        return _result(
+            mandatory_messages, required, max_tokens, True, False, [], source, omitted_all
+        )
 
-    remaining = max_tokens - required
+    remaining = meter.budget_left(max_tokens, required, mandatory_messages)
     selected = set(mandatory)
 
     # Summary: priced as the growth of the block it joins.

@@ -10,9 +10,20 @@ What is kept, in this order of precedence:
    with unanswered tool calls) and the latest ``HumanMessage``. If they alone exceed
    ``max_tokens``, :class:`BudgetExceededError` is raised (or, with
    ``on_overflow="keep_mandatory"``, they are returned with ``over_budget=True``).
+   The counter's per-call overhead (:data:`REPLY_PRIMING` for a :class:`TokenCounter`,
+   ``counter([])`` for another counter) is charged with the first kept message: an
+   empty result is no model input and costs 0. So a history with no mandatory message
+   (``[]``, or one with no system, human or pending message) never raises; it keeps
+   the newest units that fit, possibly none.
 2. **The newest units that fit**, newest first, stopping at the first that does not
    fit, so the kept window is contiguous.
-3. **Provider-friendly start** (``start_on="human"``, the default): units at the
+3. **No promoted notes.** Only the input's *first* message is the leading system
+   message. A ``SystemMessage`` further down (a "note") that would head the kept
+   window once the units before it are evicted is dropped with them: kept first, a
+   later trim would take it for the leading system message and providers would read
+   it as part of the system prompt. A note already heading the window in the input
+   (nothing before it evicted) stays.
+4. **Provider-friendly start** (``start_on="human"``, the default): units at the
    front of the window are dropped until the first message after the system message
    is a ``HumanMessage``. Anthropic and Gemini reject a conversation whose first turn
    is an assistant or tool turn, OpenAI accepts it; ``start_on="any"`` keeps every
@@ -24,8 +35,9 @@ the budget as counted. With a :class:`TokenCounter` the count is the sum of cach
 per-message counts plus :data:`REPLY_PRIMING`, so trimming a long thread after one new
 message tokenizes only that message; the tool-pair check of the whole history likewise
 resumes the previous scan when the history only grew (see :mod:`langgraph_stm._units`).
-Any other ``Callable[[list[BaseMessage]], int]`` works too: it is handed whole units to
-price them, then the final list to check it.
+Any other ``Callable[[list[BaseMessage]], int]`` works too: it is handed ``[]`` once
+(its per-call overhead), whole units to price them at ``counter(unit) - counter([])``,
+then the final list to check it.
 
 Example:
     >>> from langchain_core.messages import (
@@ -108,9 +120,14 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
 class Meter:
     """Prices units and checks lists with a token counter (internal, shared with context).
 
-    With a plain :class:`TokenCounter` a unit costs the sum of its cached per-message
-    counts and a list costs that sum plus :data:`REPLY_PRIMING`, exactly what the
-    counter returns. Any other counter is called on each unit, and on the final list.
+    A unit's price is its *marginal* cost: what it adds to a list, without the
+    counter's per-call overhead (:attr:`overhead`, charged once per list). With a
+    plain :class:`TokenCounter` that is the sum of its cached per-message counts and
+    the overhead is :data:`REPLY_PRIMING`, exactly what the counter returns. Any other
+    counter is called on each unit and the overhead ``counter([])`` (computed once) is
+    subtracted; the final list is always checked with the counter itself.
+
+    An empty list is no model call: :meth:`total` prices it at 0.
     """
 
     def __init__(self, counter: TokenCounterLike | None) -> None:
@@ -126,18 +143,38 @@ class Meter:
             if isinstance(counter, TokenCounter) and type(counter).__call__ is TokenCounter.__call__
             else None
         )
+        self._overhead: int | None = REPLY_PRIMING if self._exact is not None else None
+
+    @property
+    def overhead(self) -> int:
+        """The counter's per-call overhead, ``counter([])``, computed on first use."""
+        if self._overhead is None:
+            self._overhead = self._checked(self.counter([]))
+        return self._overhead
 
     def cost(self, messages: Sequence[BaseMessage]) -> int:
         """Return the tokens ``messages`` add to a list (a whole unit, or one message)."""
         if self._exact is not None:
             return sum(map(self._exact.count_message, messages))
-        return self._checked(self.counter(list(messages)))
+        if not messages:
+            return 0
+        return max(self._checked(self.counter(list(messages))) - self.overhead, 0)
 
     def total(self, messages: list[BaseMessage]) -> int:
-        """Return the exact count of ``messages`` as one model input."""
+        """Return the exact count of ``messages`` as one model input (0 for no message)."""
+        if not messages:
+            return 0
         if self._exact is not None:
             return REPLY_PRIMING + sum(map(self._exact.count_message, messages))
         return self._checked(self.counter(messages))
+
+    def budget_left(self, max_tokens: int, required: int, mandatory: Sequence[object]) -> int:
+        """What is left of ``max_tokens`` for marginal costs once ``mandatory`` is in.
+
+        ``required`` is the total of the mandatory messages; with none, the list does
+        not exist yet and the first unit added brings the per-call overhead with it.
+        """
+        return max_tokens - (required if mandatory else self.overhead)
 
     def _checked(self, count: object) -> int:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
@@ -186,6 +223,29 @@ def apply_updates(messages: list[BaseMessage], updates: list[BaseMessage]) -> li
     return [m for m in messages if m.id not in removed]
 
 
+def drop_promoted_notes(order: list[int], units: Sequence[Unit], leading: bool) -> list[int]:
+    """Drop mid-history SystemMessage notes that eviction would bring to the window's head.
+
+    Only the first message of the *input* is the leading system message (``leading``
+    says whether ``units[0]`` is one, kept first). A later ``SystemMessage`` (a note)
+    must not become first after the units before it were evicted: a later trim would
+    take it for the leading system message, and providers would read it as part of
+    the system prompt (it would also sit right after the leading one, where providers
+    merge consecutive system messages). So a note heading the window goes with the
+    units before it, unless nothing before it was evicted (it already headed the
+    window in the input).
+    """
+    first = 1 if leading else 0
+    result = list(order)
+    while (
+        len(result) > first
+        and result[first] != first
+        and isinstance(units[result[first]].head, SystemMessage)
+    ):
+        del result[first]
+    return result
+
+
 def start_at_human(order: list[int], units: Sequence[Unit], mandatory: set[int]) -> list[int]:
     """Drop optional units from the front of ``order`` until a HumanMessage heads it."""
     result: list[int] = []
@@ -213,7 +273,8 @@ class TrimResult:
     removed_ids: tuple[str, ...]
     """Ids of input messages not kept, in input order."""
     tokens: int
-    """Exact token count of ``messages`` as counted by the token counter."""
+    """Exact token count of ``messages`` as counted by the token counter (0 when
+    ``messages`` is empty: nothing is sent)."""
     max_tokens: int
     """The budget that was asked for."""
     over_budget: bool
@@ -247,8 +308,9 @@ def plan_trim(
     ``token_counter`` defaults to a shared :class:`TokenCounter` (``o200k_base``).
     Raises :class:`ToolPairError` for a history that breaks tool-pair integrity
     (unless ``on_invalid="repair"``), :class:`InvalidMessageError` for non-messages
-    or missing ids, :class:`BudgetExceededError` when the mandatory part exceeds the
-    budget (unless ``on_overflow="keep_mandatory"``) and
+    or missing ids, :class:`BudgetExceededError` when the mandatory messages (with the
+    counter's per-call overhead) exceed the budget (unless
+    ``on_overflow="keep_mandatory"``; never when there is no mandatory message) and
     :class:`InvalidArgumentError` for ``max_tokens <= 0`` or an unknown option.
 
     Example:
@@ -260,6 +322,8 @@ def plan_trim(
         (('h1', 'a1'), 2, False)
         >>> [(type(update).__name__, update.id) for update in result.updates()]
         [('RemoveMessage', 'h1'), ('RemoveMessage', 'a1')]
+        >>> plan_trim([], max_tokens=1).messages  # nothing to trim, whatever the budget
+        ()
     """
     check_max_tokens(max_tokens)
     check_choice("start_on", start_on, get_args(StartOn))
@@ -276,7 +340,9 @@ def plan_trim(
 
     n = len(units)
     mandatory: set[int] = set()
-    if n and isinstance(units[0].head, SystemMessage):
+    # Only the input's first message can be the leading system message.
+    leading = bool(n) and isinstance(units[0].head, SystemMessage)
+    if leading:
         mandatory.add(0)
     if n and units[-1].pending:
         mandatory.add(n - 1)
@@ -287,7 +353,7 @@ def plan_trim(
         mandatory.add(latest_human)
 
     must = [units[i] for i in sorted(mandatory)]
-    required = meter.total(flatten(must))
+    required = meter.total(flatten(must))  # 0 when nothing is mandatory: never raises
     if required > max_tokens:
         if on_overflow == "raise":
             raise BudgetExceededError(
@@ -301,7 +367,7 @@ def plan_trim(
         return _result(source, must, required, max_tokens, repair, over_budget=True)
 
     selected = set(mandatory)
-    remaining = max_tokens - required
+    remaining = meter.budget_left(max_tokens, required, must)
     for index in range(n - 1, -1, -1):
         if index in mandatory:
             continue
@@ -311,9 +377,13 @@ def plan_trim(
         selected.add(index)
         remaining -= cost
 
-    order = sorted(selected)
-    if start_on == "human" and latest_human is not None:
-        order = start_at_human(order, units, mandatory)
+    def shape(order: list[int]) -> list[int]:
+        order = drop_promoted_notes(order, units, leading)
+        if start_on == "human" and latest_human is not None:
+            order = start_at_human(order, units, mandatory)
+        return order
+
+    order = shape(sorted(selected))
     while True:
         kept = [units[i] for i in order]
         tokens = meter.total(flatten(kept))
@@ -323,8 +393,7 @@ def plan_trim(
         # oldest optional unit and check again (mandatory alone fits, checked above).
         oldest = next(i for i in order if i not in mandatory)
         order.remove(oldest)
-        if start_on == "human" and latest_human is not None:
-            order = start_at_human(order, units, mandatory)
+        order = shape(order)
 
 
 def _result(

@@ -323,9 +323,17 @@ class _Checkpoint:
     scanner: _Scanner
 
 
-_cache: _Checkpoint | None = None
+# The scan cache (see _scan). Entries are owned by whoever holds them: a scan takes an
+# entry out under the lock, works on it alone, and puts a new entry back, so two
+# threads never feed the same scanner.
+_cache: list[_Checkpoint] = []  # least recently used first
 _cache_lock = threading.Lock()
 _MIN_CACHED = 256
+"""Histories shorter than this are always scanned from scratch (it costs microseconds)."""
+_MAX_ENTRIES = 4
+"""At most this many histories are cached (a few concurrent graph runs each keep hits)."""
+_MAX_CACHED_MESSAGES = 50_000
+"""At most this many messages are referenced by the cache in total; older entries go."""
 
 
 def _id_of(item: object) -> object:
@@ -342,37 +350,81 @@ def _ids(items: list[object]) -> list[object]:
         return list(map(_id_of, items))
 
 
+def _take(items: list[object], ids: list[object]) -> _Checkpoint | None:
+    """Remove and return the cached scan of a prefix of ``items``, if there is one."""
+    size = len(items)
+    with _cache_lock:
+        for position in range(len(_cache) - 1, -1, -1):
+            refs = _cache[position].refs
+            n = len(refs)
+            # Cheap filter under the lock; the full check below runs outside it.
+            if n <= size and refs[0] is items[0] and refs[n - 1] is items[n - 1]:
+                checkpoint = _cache.pop(position)
+                break
+        else:
+            return None
+    n = len(checkpoint.refs)
+    if all(map(operator.is_, checkpoint.refs, items[:n])) and checkpoint.ids == ids[:n]:
+        return checkpoint
+    return None  # not a prefix after all: dropped, the new scan replaces it
+
+
+def _put(checkpoint: _Checkpoint) -> None:
+    """Store ``checkpoint`` as the most recently used entry, within the bounds."""
+    if len(checkpoint.refs) > _MAX_CACHED_MESSAGES:
+        return
+    with _cache_lock:
+        _cache.append(checkpoint)
+        total = sum(len(entry.refs) for entry in _cache)
+        while len(_cache) > _MAX_ENTRIES or total > _MAX_CACHED_MESSAGES:
+            total -= len(_cache.pop(0).refs)
+
+
+def _clear_scan_cache() -> None:
+    """Forget every cached scan (for tests, or to release the referenced messages)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def _scan(messages: Sequence[object]) -> tuple[list[Unit], list[HistoryProblem]]:
     """Group ``messages`` into units and collect every defect.
 
-    A long history is usually the previous one plus a few new messages (an agent loop
-    re-trims its thread before every model call). The scanner of the last long history
-    is kept, and resumed when the new one starts with the very same message objects,
-    with the same ids; anything else is scanned from scratch. Messages are treated as
-    immutable, as LangGraph does (an update replaces a message, never edits it).
+    **The scan cache.** An agent loop re-trims (or re-validates) its thread before
+    every model call, and the thread is usually the previous list plus a few new
+    messages. For histories of at least :data:`_MIN_CACHED` items the scanner state is
+    kept after the scan, and a later history that starts with the *very same message
+    objects* (checked by identity, and by id, since ``add_messages`` assigns ids in
+    place) resumes it, so only the new messages are scanned. Anything else is scanned
+    from scratch; the result is always what a fresh scan returns.
+
+    When it helps: inside one graph run (LangGraph keeps the message objects in memory
+    between supersteps, so trim before each model call hits) and in any loop that
+    appends to a list it holds (the benchmark's steady state). When it does not: the
+    first scan of each run with a checkpointer (the state is deserialized into fresh
+    objects, so that scan is a full pass, a few milliseconds per 1,000 messages),
+    histories shorter than :data:`_MIN_CACHED`, and histories edited anywhere but at
+    the end. A hit still reads every id (to compare it), about a tenth of a full scan.
+
+    Bounds and safety: at most :data:`_MAX_ENTRIES` histories and
+    :data:`_MAX_CACHED_MESSAGES` messages are referenced (least recently used first
+    out), so finished runs pin a bounded amount of memory until they are evicted. A
+    scan takes its entry out of the cache under a lock and returns a new one after,
+    so concurrent scans never share a scanner, and a thread only ever resumes a scan
+    of a prefix of its own list. Messages are treated as immutable, as LangGraph
+    does (an update replaces a message object, never edits it): a ``tool_calls`` or
+    ``tool_call_id`` edited in place on an already-scanned object is not noticed.
     """
-    global _cache
     items = list(messages)
     if len(items) < _MIN_CACHED:
         scanner = _Scanner()
         scanner.feed(items)
         return scanner.finish()
-    with _cache_lock:
-        checkpoint, _cache = _cache, None
     ids = _ids(items)
-    if checkpoint is not None:
-        n = len(checkpoint.refs)
-        if not (
-            n <= len(items)
-            and all(map(operator.is_, checkpoint.refs, items[:n]))
-            and checkpoint.ids == ids[:n]
-        ):
-            checkpoint = None
+    checkpoint = _take(items, ids)
     scanner = checkpoint.scanner if checkpoint is not None else _Scanner()
     scanner.feed(items[scanner.count :])
     result = scanner.finish()
-    with _cache_lock:
-        _cache = _Checkpoint(items, ids, scanner)
+    _put(_Checkpoint(items, ids, scanner))
     return result
 
 

@@ -170,32 +170,53 @@ class TestApprovalOnSqlite:
     ) -> None:
         """Messages created without ids keep the ids LangGraph gave them, with no duplicates."""
         cfg = config("trip-3", tmp_path / "runs.log")
-        seen: dict[str, Any] = {}
-        first_ids: list[str] = []
+        id_of: dict[tuple[Any, ...], str] = {}  # message identity (content) -> id
+        first_read: dict[tuple[Any, ...], str] = {}
+        reads = 0
         with open_saver(sqlite_target) as saver:
             graph = build_graph(saver)
             for cycle in range(3):
                 earlier = seed_history(5) if cycle == 0 else []
-                graph.invoke({"messages": [*earlier, HumanMessage(f"book trip {cycle}")]}, cfg)
+                request = [*earlier, HumanMessage(f"book trip {cycle}")]
+                assert all(m.id is None for m in request)
+                graph.invoke({"messages": request}, cfg)
                 paused = graph.get_state(cfg).values["messages"]
+                assert graph.get_state(cfg).next == ("approval",)
                 graph.invoke(Command(resume="approve"), cfg)
                 now = graph.get_state(cfg).values["messages"]
-                for snapshot in (paused, now):
+                for snapshot in (paused, now, graph.get_state(cfg).values["messages"]):
+                    reads += 1
                     snapshot_ids = [m.id for m in snapshot]
+                    keys = [identity(m) for m in snapshot]
                     assert None not in snapshot_ids
-                    assert len(set(snapshot_ids)) == len(snapshot_ids)
-                    for m in snapshot:
-                        assert seen.setdefault(m.id, m.content) == m.content
+                    assert len(set(snapshot_ids)) == len(snapshot_ids)  # no duplicate ids
+                    assert len(set(keys)) == len(keys)  # each message once
+                    for key, message_id in zip(keys, snapshot_ids, strict=True):
+                        # The same message always carries the same id, read after read.
+                        assert id_of.setdefault(key, message_id) == message_id
+                    assert len(set(id_of.values())) == len(id_of)  # ids never reused
                     assert COUNTER(snapshot) <= MAX_TOKENS
-                first_ids = first_ids or [m.id for m in paused]
-            # Re-reading gives the same ids again.
-            again = [m.id for m in graph.get_state(cfg).values["messages"]]
-            assert again == [m.id for m in graph.get_state(cfg).values["messages"]]
+                    if not first_read:
+                        first_read = dict(zip(keys, snapshot_ids, strict=True))
+            assert reads == 9
             # A RemoveMessage with an id read in the first cycle (and still kept) succeeds.
-            earliest = next(i for i in first_ids if i in again)
-            graph.update_state(cfg, {"messages": [RemoveMessage(id=earliest)]})
-            assert earliest not in [m.id for m in graph.get_state(cfg).values["messages"]]
+            final = graph.get_state(cfg).values["messages"]
+            survivors = [m for m in final if first_read.get(identity(m)) == m.id]
+            assert survivors, "some message read in the first cycle is still kept"
+            target = survivors[0]
+            graph.update_state(cfg, {"messages": [RemoveMessage(id=target.id)]})
+            after = graph.get_state(cfg).values["messages"]
+            assert [m.id for m in after] == [m.id for m in final if m.id != target.id]
         assert len((tmp_path / "runs.log").read_text().splitlines()) == 3
+
+
+def identity(message: Any) -> tuple[Any, ...]:
+    """What makes a message itself, without its id: type, content, tool call details."""
+    calls = tuple(
+        (c["name"], json.dumps(c["args"], sort_keys=True), c["id"])
+        for c in getattr(message, "tool_calls", None) or []
+    )
+    return (message.type, str(message.content), calls, getattr(message, "tool_call_id", None))
 
 
 @pytest.mark.postgres

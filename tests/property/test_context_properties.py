@@ -50,6 +50,19 @@ _ARTIFACTS = st.lists(
 )
 
 
+_ITEMS = st.lists(st.sampled_from(["ship v2", "keep EU data in EU", f"{POISON} now", "x"]))
+_SUMMARY_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "goal": _TEXT,
+        "constraints": _ITEMS,
+        "errors": _ITEMS,
+        "completed_steps": _ITEMS,
+        "open_questions": _ITEMS,
+    },
+)
+
+
 @st.composite
 def states(draw: st.DrawFn) -> dict[str, Any]:
     """An STMState-shaped dict with a valid history and any structured fields."""
@@ -66,7 +79,7 @@ def states(draw: st.DrawFn) -> dict[str, Any]:
         message = draw(_TEXT)
         state["last_error"] = {"message": message, "recovery": None, "step_id": None, "at": None}
     if draw(st.booleans()):
-        state["summary"] = {"text": draw(_TEXT) or "s", "version": 1}
+        state["summary"] = {"text": draw(_TEXT), "version": 1, **draw(_SUMMARY_FIELDS)}
     return state
 
 
@@ -76,11 +89,22 @@ def text_counter(messages: list[BaseMessage]) -> int:
 
 
 def attempt(state: dict[str, Any], budget: int, **kwargs: Any) -> ContextResult | None:
-    """plan_context, or None when it raised BudgetExceededError."""
+    """plan_context, or None when it raised a BudgetExceededError that is justified.
+
+    The error must report a mandatory part over the budget, and that mandatory part,
+    kept with ``on_overflow="keep_mandatory"``, must count just as reported.
+    """
+    error: BudgetExceededError | None = None
     try:
         return plan_context(state, max_tokens=budget, **kwargs)
-    except BudgetExceededError:
-        return None
+    except BudgetExceededError as exc:
+        error = exc
+    assert error.required > budget
+    assert error.max_tokens == budget
+    kept = plan_context(state, max_tokens=budget, on_overflow="keep_mandatory", **kwargs)
+    assert kept.over_budget
+    assert kept.tokens == error.required
+    return None
 
 
 def check_context(
@@ -93,7 +117,7 @@ def check_context(
     """The invariants every context satisfies."""
     history: list[BaseMessage] = state["messages"]
     out = list(result.messages)
-    assert counter(out) == result.tokens <= result.max_tokens  # 5
+    assert (counter(out) if out else 0) == result.tokens <= result.max_tokens  # 5
     assert validate_history(out) == []  # 1
     # 8: at most one SystemMessage, first. It holds exactly the prompt and the state's own
     # system message: no tool output, summary or error text becomes an instruction.
@@ -133,8 +157,19 @@ def check_context(
         assert out.index(block[0]) == len(systems)
         if state.get("goal"):
             assert str(state["goal"]).strip() in str(block[0].content)
-    if not block and start_on == "human" and humans:
-        assert isinstance(conversation[0], HumanMessage)
+    # The summary's structured items reach the model, as data, when the summary is in.
+    summary = state.get("summary") or {}
+    items = [
+        i
+        for k in ("constraints", "errors", "completed_steps", "open_questions")
+        for i in summary.get(k) or []
+    ]
+    if summary.get("goal", "").strip() and not state.get("goal"):
+        items.append(" ".join(summary["goal"].split()))
+    if result.included_summary and items:
+        text = str(block[0].content)
+        for item in items:
+            assert item in text
 
 
 class TestBuildContextProperties:

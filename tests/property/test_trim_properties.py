@@ -25,10 +25,13 @@ from langgraph_stm import (
 )
 from tests.support.trim_helpers import (
     RecordingCounter,
+    ai,
     assert_whole_units,
     histories,
+    human,
     ids,
     mandatory_ids,
+    system,
 )
 
 MANY = settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,16 +49,28 @@ def check_trim(
 ) -> None:
     """The invariants every trim result satisfies."""
     assert_whole_units(history, kept)  # 1 and 3: whole units, same objects, same order
-    assert counter(kept) <= budget  # 5: fits, counted exactly
+    assert not kept or counter(kept) <= budget  # 5: fits, counted exactly ([] is no call)
     assert mandatory_ids(history) <= set(ids(kept))  # 2: pending unit and latest human stay
     if history and isinstance(history[0], SystemMessage):  # 8: system stays first, once
         assert kept[0] is history[0]
         assert ids(kept).count(history[0].id) == 1
+    assert_no_promoted_note(history, kept)
     rest = (
         kept[1:] if kept and isinstance(kept[0], SystemMessage) and kept[0] is history[0] else kept
     )
     if start_on == "human" and any(isinstance(m, HumanMessage) for m in history):
         assert isinstance(rest[0], HumanMessage)
+
+
+def assert_no_promoted_note(history: list[BaseMessage], kept: list[BaseMessage]) -> None:
+    """8: only the input's first message can be first as a SystemMessage, and a mid-list
+    note heads the window after it only if it already did in the input."""
+    if kept and isinstance(kept[0], SystemMessage):
+        assert kept[0] is history[0], f"note {kept[0].id} was promoted to first"
+    leading = bool(history) and isinstance(history[0], SystemMessage)
+    window = kept[1:] if leading else kept
+    if window and isinstance(window[0], SystemMessage):
+        assert window[0] is history[int(leading)], f"note {window[0].id} now heads the window"
 
 
 def attempt(
@@ -64,6 +79,14 @@ def attempt(
     """Trim, or return the BudgetExceededError raised."""
     try:
         return trim_history(history, max_tokens=budget, token_counter=counter, start_on=start_on)
+    except BudgetExceededError as exc:
+        return exc
+
+
+def attempt_node(node: TrimNode, state: list[BaseMessage]) -> dict[str, Any] | BudgetExceededError:
+    """Run the node, or return the BudgetExceededError raised."""
+    try:
+        return node({"messages": state})
     except BudgetExceededError as exc:
         return exc
 
@@ -96,10 +119,16 @@ class TestTrimHistoryProperties:
             return
         kept_ids = set(ids(kept))
         units = group_units(history)
-        dropped = [u for u in units if not set(u.ids) <= kept_ids]
+        dropped = [i for i, u in enumerate(units) if not set(u.ids) <= kept_ids]
         if dropped:
-            newest_dropped = dropped[-1]
-            assert len(kept) + len(newest_dropped.messages) > budget
+            newest = dropped[-1]
+            fits = len(kept) + len(units[newest].messages) <= budget
+            if fits:
+                # Only a note that would head the window is dropped although it fits (8).
+                assert newest > 0
+                assert isinstance(units[newest].head, SystemMessage)
+                leading = isinstance(units[0].head, SystemMessage)
+                assert not any(set(u.ids) <= kept_ids for u in units[int(leading) : newest])
 
     @MANY
     @given(history=histories(), budget=st.integers(1, 40), start_on=START_ON)
@@ -156,6 +185,38 @@ class TestTrimHistoryProperties:
             assert kept.required > budget
             return
         check_trim(history, kept, budget, EXACT, start_on)
+
+
+class TestNoteProperties:
+    """Mid-list SystemMessage notes are never promoted to the leading system message."""
+
+    @MANY
+    @given(
+        history=histories(notes=True, pending=False),
+        turns=st.lists(st.sampled_from(["human", "ai", "note"]), max_size=6),
+        budget=st.integers(1, 20),
+        start_on=START_ON,
+    )
+    def test_repeated_trims_keep_the_input_first_system_message(
+        self, history: list[BaseMessage], turns: list[str], budget: int, start_on: StartOn
+    ) -> None:
+        """Trim, append a turn, trim again: a SystemMessage first is always the original one."""
+        node = TrimNode(budget, token_counter=len, start_on=start_on)
+        first = history[0] if history and isinstance(history[0], SystemMessage) else None
+        state = list(history)
+        for turn, kind in enumerate([*turns, "human"]):
+            update = attempt_node(node, state)
+            if isinstance(update, BudgetExceededError):
+                assert update.required > budget
+                return
+            trimmed: list[BaseMessage] = add_messages(state, update.get("messages", []))  # type: ignore[arg-type,assignment]
+            assert_no_promoted_note(state, trimmed)
+            if trimmed and isinstance(trimmed[0], SystemMessage):
+                assert trimmed[0] is first
+            factory = {"human": human, "ai": ai, "note": system}[kind]
+            state = [*trimmed, factory(f"x{turn}")]
+            if len(state) == 1 and isinstance(state[0], SystemMessage):
+                first = state[0]  # appended to an empty thread: it is the first message
 
 
 class TestTrimNodeProperties:

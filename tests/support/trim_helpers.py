@@ -82,6 +82,7 @@ _TEXTS = st.sampled_from(
     ]
 )
 _KINDS = st.sampled_from(["human", "human", "ai", "tools", "tools", "note"])
+_NOTE_HEAVY_KINDS = st.sampled_from(["human", "ai", "tools", "note", "note"])
 _FANOUT = st.integers(1, 3)
 _BOOLS = st.booleans()
 _UNIT_COUNTS = {n: st.integers(0, n) for n in range(0, 41)}
@@ -96,10 +97,12 @@ def histories(
     max_units: int = 14,
     pending: bool | None = None,
     leading_system: bool | None = None,
+    notes: bool = False,
 ) -> list[BaseMessage]:
     """Valid histories: optional leading system message, human/AI turns, parallel tool
     calls answered in any order, mid-history system notes, and maybe a pending last unit
-    (some of its calls unanswered). ``pending``/``leading_system`` force the choice."""
+    (some of its calls unanswered). ``pending``/``leading_system`` force the choice;
+    ``notes=True`` makes mid-history system notes far more frequent."""
     messages: list[BaseMessage] = []
     serial = iter(range(10_000))
 
@@ -109,7 +112,7 @@ def histories(
     if leading_system if leading_system is not None else draw(_BOOLS):
         messages.append(system(next_id("s"), draw(_TEXTS)))
     for _ in range(draw(_UNIT_COUNTS[max_units])):
-        kind = draw(_KINDS)
+        kind = draw(_NOTE_HEAVY_KINDS if notes else _KINDS)
         if kind == "human":
             messages.append(human(next_id("h"), draw(_TEXTS)))
         elif kind == "ai":

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from langgraph_stm import (
@@ -78,14 +78,54 @@ class TestTrimHistory:
         history = [human("h1"), ai("a1"), human("h2"), call("p", "x", "y"), result("x")]
         assert kept(history, 3) == ["h2", "p", "t-x"]
 
-    def test_mid_history_system_messages_are_ordinary_units(self) -> None:
-        """A SystemMessage that is not first is kept or dropped like any lone message."""
+    def test_mid_history_system_note_stays_mid_list(self) -> None:
+        """A SystemMessage that is not first is kept in place while what precedes it stays."""
         history = [human("h1"), system("note"), ai("a1"), human("h2")]
-        assert kept(history, 3, start_on="any") == ["note", "a1", "h2"]
+        assert kept(history, 4, start_on="any") == ["h1", "note", "a1", "h2"]
+
+    def test_note_is_not_promoted_to_first_when_units_before_it_are_evicted(self) -> None:
+        """A note that eviction would bring to index 0 is dropped with the units before it."""
+        history = [human("h1"), system("note"), ai("a1"), human("h2")]
+        assert kept(history, 3, start_on="any") == ["a1", "h2"]
+        no_human = [ai("a0"), system("note"), ai("a1"), ai("a2")]
+        assert kept(no_human, 3) == ["a1", "a2"]  # start_on="human" does not apply here
+
+    def test_note_is_not_brought_next_to_the_leading_system_message(self) -> None:
+        """After the leading SystemMessage, the window never starts with an evicted-into note."""
+        history = [system("s"), human("h1"), ai("a1"), system("note"), ai("a2"), human("h2")]
+        assert kept(history, 4, start_on="any") == ["s", "a2", "h2"]
+        assert kept(history, 6, start_on="any") == ["s", "h1", "a1", "note", "a2", "h2"]
+
+    def test_note_already_after_the_leading_system_message_stays(self) -> None:
+        """A note that headed the window in the input is not evicted for being a note."""
+        history = [system("s"), system("note"), ai("a1"), human("h1")]
+        assert kept(history, 4, start_on="any") == ["s", "note", "a1", "h1"]
+
+    def test_note_never_becomes_leading_over_repeated_trims(self) -> None:
+        """Re-trimming a trimmed thread never treats a former mid-list note as the system."""
+        node = TrimNode(3, token_counter=len, start_on="any")
+        state: Any = [human("h1"), ai("a1"), system("note"), ai("a2"), human("h2")]
+        for turn in range(3):
+            state = add_messages(state, node({"messages": state}).get("messages", []))
+            assert not isinstance(state[0], SystemMessage)
+            assert node({"messages": state}) == {}
+            state = add_messages(state, cast(Any, [ai(f"r{turn}"), human(f"q{turn}")]))
 
     def test_empty_history_stays_empty(self) -> None:
         """Nothing to trim, nothing returned."""
         assert trim_history([], max_tokens=10, token_counter=len) == []
+
+    @pytest.mark.parametrize("budget", [1, 2, 3])
+    def test_empty_history_with_a_tiny_budget_returns_empty(self, budget: int) -> None:
+        """An empty list has nothing to trim: no error below the per-call overhead."""
+        assert trim_history([], max_tokens=budget) == []
+        result = plan_trim([], max_tokens=budget)
+        assert (result.messages, result.tokens, result.over_budget) == ((), 0, False)
+
+    def test_history_without_mandatory_messages_never_raises(self) -> None:
+        """With no system, human or pending message, units that do not fit are all dropped."""
+        history = [ai("a1", "long answer " * 20), ai("a2", "another long answer " * 20)]
+        assert trim_history(history, max_tokens=2) == []
 
     def test_exact_counter_result_fits_the_budget(self) -> None:
         """With the tiktoken counter, the result counts at most max_tokens."""
@@ -105,16 +145,27 @@ class TestTrimHistory:
         trim_history(EXAMPLE, max_tokens=5, token_counter=recorder)
         assert recorder.calls
 
-    def test_non_additive_counter_is_still_respected(self) -> None:
-        """A counter with a per-call overhead is checked on the final list."""
+    def test_counter_per_call_overhead_is_charged_once(self) -> None:
+        """A counter with a per-call overhead prices units at their marginal cost."""
 
         def counter(messages: list[BaseMessage]) -> int:
             return 10 + 2 * len(messages)
 
         history = [human(f"h{i}") for i in range(10)]
         out = trim_history(history, max_tokens=20, token_counter=counter)
+        assert counter(out) == 20  # the whole budget is used: 10 + 5 messages * 2
+        assert ids(out) == ["h5", "h6", "h7", "h8", "h9"]
+
+    def test_non_additive_counter_is_still_respected(self) -> None:
+        """A counter that is not additive over units is checked on the final list."""
+
+        def counter(messages: list[BaseMessage]) -> int:
+            return 10 + len(messages) ** 2
+
+        history = [human(f"h{i}") for i in range(10)]
+        out = trim_history(history, max_tokens=20, token_counter=counter)
         assert counter(out) <= 20
-        assert ids(out) == ["h9"]
+        assert ids(out) == ["h7", "h8", "h9"]
 
     def test_default_counter_is_the_exact_one(self) -> None:
         """Without token_counter, the o200k_base TokenCounter is used."""
@@ -224,6 +275,11 @@ class TestTrimNode:
         node = TrimNode(5, token_counter=len)
         once = add_messages(EXAMPLE, node({"messages": EXAMPLE})["messages"])  # type: ignore[arg-type]
         assert node({"messages": once}) == {}
+
+    @pytest.mark.parametrize("budget", [1, 2])
+    def test_empty_state_with_a_tiny_budget_returns_no_update(self, budget: int) -> None:
+        """An empty thread gives {} whatever the budget (no error for the per-call overhead)."""
+        assert TrimNode(budget)({"messages": []}) == {}
 
     def test_custom_messages_key(self) -> None:
         """messages_key selects the state key read and written."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from langgraph_stm import (
     synthetic_result_id,
     validate_history,
 )
+from langgraph_stm import _units as units_module
 from langgraph_stm._units import _Scanner
 from tests.support.trim_helpers import ai, call, human, ids, result, system
 
@@ -273,3 +277,92 @@ class TestScanCache:
         history = long_history()
         validate_history([*history, result("zz")])
         assert validate_history(history) == []
+
+
+def fresh_scan(messages: list[Any]) -> tuple[list[Unit], list[HistoryProblem]]:
+    """Units and problems of a scan that cannot use the cache."""
+    scanner = _Scanner()
+    scanner.feed(messages)
+    return scanner.finish()
+
+
+class TestScanCacheConcurrencyAndBounds:
+    """The scan cache is safe across threads, bounded, and helps concurrent runs."""
+
+    @pytest.fixture(autouse=True)
+    def _empty_cache(self) -> Iterator[None]:
+        units_module._clear_scan_cache()
+        yield
+        units_module._clear_scan_cache()
+
+    def test_threads_scanning_different_histories_never_get_each_others_units(self) -> None:
+        """Same ids, shared prefixes, different groupings: each thread sees its own units."""
+        tools = long_history()  # [h_i, a_i calling c_i, t-c_i]: tool-call units
+        flat = [m for i in range(100) for m in (human(f"h{i}"), ai(f"a{i}"), human(f"t-c{i}"))]
+        shared = [*tools[:150], *[human(f"s{i}") for i in range(150)]]  # tools' objects first
+        histories = [tools, flat, shared]
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(len(histories))
+
+        def work(base: list[Any], tag: str) -> None:
+            try:
+                barrier.wait()
+                history = list(base)
+                for step in range(120):
+                    history.append(human(f"{tag}-{step}"))
+                    expected = fresh_scan(history)
+                    assert group_units(history) == expected[0]
+                    assert validate_history(history) == expected[1] == []
+                    if step % 7 == 0:  # also rescan a shorter prefix of its own history
+                        short = history[: len(base) + step // 2]
+                        assert group_units(short) == fresh_scan(short)[0]
+            except BaseException as exc:  # reported to the main thread
+                errors.append(exc)
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [
+                threading.Thread(target=work, args=(history, f"x{n}"))
+                for n, history in enumerate(histories)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert errors == []
+
+    def test_cache_holds_a_bounded_number_of_histories_and_messages(self) -> None:
+        """At most _MAX_ENTRIES histories and _MAX_CACHED_MESSAGES messages are referenced."""
+        for n in range(units_module._MAX_ENTRIES + 3):
+            validate_history([human(f"m{n}-{i}") for i in range(300)])
+        cached = units_module._cache
+        assert len(cached) == units_module._MAX_ENTRIES
+        assert sum(len(entry.refs) for entry in cached) <= units_module._MAX_CACHED_MESSAGES
+        huge = [human(f"big{i}") for i in range(units_module._MAX_CACHED_MESSAGES + 1)]
+        assert validate_history(huge) == []
+        assert all(entry.refs[0] is not huge[0] for entry in units_module._cache)
+
+    def test_interleaved_histories_each_resume_their_own_scan(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Two runs taking turns both scan only their new messages (a few concurrent runs)."""
+        fed: list[int] = []
+        original = _Scanner.feed
+
+        def counting_feed(self: _Scanner, messages: Any) -> None:
+            fed.append(len(messages))
+            original(self, messages)
+
+        monkeypatch.setattr(_Scanner, "feed", counting_feed)
+        first, second = long_history(), [human(f"other{i}") for i in range(300)]
+        validate_history(first)
+        validate_history(second)
+        fed.clear()
+        for step in range(3):
+            first.append(human(f"f{step}"))
+            second.append(human(f"s{step}"))
+            assert validate_history(first) == validate_history(second) == []
+        assert fed == [1] * 6

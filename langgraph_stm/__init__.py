@@ -75,6 +75,7 @@ from langgraph_stm._units import (
     synthetic_result_id,
     validate_history,
 )
+from langgraph_stm.checkpoint import STMSaver, ThreadState
 
 __version__ = "0.1.0"
 
@@ -99,6 +100,7 @@ __all__ = [
     "PlanStatus",
     "PlanStep",
     "STMError",
+    "STMSaver",
     "STMState",
     "StartOn",
     "StateUpdateError",
@@ -110,6 +112,7 @@ __all__ = [
     "SummaryCoverage",
     "SummaryDraft",
     "SummaryRequest",
+    "ThreadState",
     "TokenCounter",
     "TokenizerError",
     "ToolPairError",

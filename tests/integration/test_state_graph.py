@@ -144,3 +144,46 @@ class TestSqliteFile:
             build_graph(saver).invoke(FIRST_INPUT, CONFIG)
         with SqliteSaver.from_conn_string(str(sqlite_path)) as saver:
             expected_final(build_graph(saver).get_state(CONFIG).values)
+
+
+class TestWriteValidation:
+    """STMSaver(validate_writes=True) keeps malformed updates out of storage."""
+
+    @staticmethod
+    def bad_graph(saver: Any) -> Any:
+        def bad(state: STMState) -> dict[str, Any]:
+            return {"plan": [{"id": "s1", "status": "finished"}]}
+
+        return StateGraph(STMState).add_node(bad).add_edge(START, "bad").compile(checkpointer=saver)
+
+    def test_plain_saver_keeps_the_bad_write_and_every_read_fails(self) -> None:
+        """Why the option exists: LangGraph stores the failed step's writes as pending."""
+        graph = self.bad_graph(InMemorySaver())
+        graph.update_state(CONFIG, {"messages": [HumanMessage("hi", id="h1")]})
+        with pytest.raises(StateUpdateError):
+            graph.invoke(None, CONFIG)
+        with pytest.raises(StateUpdateError):
+            graph.get_state(CONFIG)
+
+    @pytest.mark.parametrize("backend", ["memory", "sqlite"])
+    def test_bad_write_is_refused_and_the_thread_stays_readable(
+        self, backend: str, sqlite_path: Path
+    ) -> None:
+        """The run fails with StateUpdateError; get_state still works and is unchanged."""
+        from langgraph_stm import STMSaver
+
+        inner: Any = InMemorySaver()
+        if backend == "sqlite":
+            import sqlite3
+
+            inner = SqliteSaver(sqlite3.connect(str(sqlite_path), check_same_thread=False))
+        saver = STMSaver(inner, validate_writes=True)
+        saver.setup()
+        graph = self.bad_graph(saver)
+        graph.update_state(CONFIG, {"messages": [HumanMessage("hi", id="h1")]})
+        before = dump(graph.get_state(CONFIG).values)
+        with pytest.raises(StateUpdateError, match=r"plan\[id='s1'\].*'finished'"):
+            graph.invoke(None, CONFIG)
+        assert dump(graph.get_state(CONFIG).values) == before
+        graph.update_state(CONFIG, {"plan": [{"id": "s1", "task": "retry"}]})
+        assert graph.get_state(CONFIG).values["plan"][0]["status"] == "pending"

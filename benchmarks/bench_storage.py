@@ -1,0 +1,329 @@
+"""Benchmark: checkpoint storage of a long thread, plain vs DeltaChannel vs STMSaver.
+
+The workload of issue 5: every turn one ~200-token HumanMessage goes in and the graph's
+single node answers with one ~200-token AIMessage, which LangGraph checkpoints three
+times (input, after the input is applied, after the answer). Three variants run side by
+side in one process, on SQLite (file) and on PostgreSQL (a fresh database):
+
+- ``plain``: ``messages: Annotated[list, add_messages]`` on the plain saver;
+- ``delta``: ``messages`` as a ``DeltaChannel`` (beta) with an ``add_messages`` batch
+  reducer, on the plain saver;
+- ``stm``: the plain ``add_messages`` graph on ``STMSaver(plain saver)``.
+
+Reported per variant: bytes on disk at 200 and 400 turns (SQLite: pages in use after a
+WAL checkpoint; PostgreSQL: total relation size of every table), growth 200->400, mean
+*write time* of a turn (wall time inside the saver's ``put``/``put_writes``) and whole
+turn time (``invoke``, which also loads the state), each the median of the 20 turns up
+to turn 50 and up to turn 400, and the time to reload the state at the last turn from a
+fresh saver (``get_state``, median of 9). Turns run with ``durability="sync"`` so
+checkpoint writes do not overlap (and compete for the GIL with) the next step.
+
+Run: ``python benchmarks/bench_storage.py`` (``--turns 100`` for a smoke run,
+``--skip-postgres`` without a server; ``STM_TEST_POSTGRES_URI`` names the server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from langgraph_stm import TokenCounter
+from langgraph_stm.checkpoint import STMSaver
+
+ADMIN_URI = os.environ.get("STM_TEST_POSTGRES_URI", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def vocabulary(rng: random.Random, size: int = 4000) -> list[str]:
+    """Pseudo-words, so messages compress about as well as prose (not like a 30-word loop)."""
+    consonants, vowels = "bcdfghklmnprstvwz", "aeiou"
+    words = set()
+    while len(words) < size:
+        syllables = rng.randint(1, 4)
+        words.add("".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(syllables)))
+    return sorted(words)
+
+
+def text_of(tokens: int, rng: random.Random, words: list[str]) -> str:
+    """About ``tokens`` cl100k tokens of deterministic pseudo-prose."""
+    counter = TokenCounter()
+    out: list[str] = []
+    while counter([HumanMessage(content=" ".join(out))]) < tokens:
+        out.extend(rng.choice(words) for _ in range(10))
+    return " ".join(out)
+
+
+class PlainState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def add_messages_batch(current: list[AnyMessage], batches: Sequence[Any]) -> list[AnyMessage]:
+    """DeltaChannel reducer: ``add_messages`` folded over a batch of writes."""
+    result = current
+    for batch in batches:
+        result = add_messages(result, batch)  # type: ignore[assignment]
+    return result
+
+
+class DeltaState(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(add_messages_batch)]
+
+
+def build(state: type[Any], saver: BaseCheckpointSaver[Any], answers: Sequence[str]) -> Any:
+    def reply(s: Any) -> dict[str, Any]:
+        n = len(s["messages"])
+        return {"messages": [AIMessage(id=f"ai-{n}", content=answers[(n // 2) % len(answers)])]}
+
+    return StateGraph(state).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
+
+
+@dataclass
+class Result:
+    """Measurements of one variant on one backend."""
+
+    name: str
+    sizes: dict[int, int] = field(default_factory=dict)
+    turn_ms: list[float] = field(default_factory=list)
+    write_ms: list[float] = field(default_factory=list)
+    reload_ms: float = 0.0
+    messages: int = 0
+
+    def window(self, turn: int, width: int = 20, series: str = "turn") -> float:
+        """Median over the ``width`` turns ending at ``turn`` (robust to a noisy host)."""
+        values = self.turn_ms if series == "turn" else self.write_ms
+        lo = max(0, turn - width)
+        return statistics.median(values[lo:turn])
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How to open a saver on one database and measure its size."""
+
+    name: str
+    open: Callable[[], Any]
+    size: Callable[[], int]
+
+
+def sqlite_backend(path: Path) -> Backend:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    def size() -> int:
+        import sqlite3
+
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * page)
+
+    return Backend("sqlite", lambda: SqliteSaver.from_conn_string(str(path)), size)
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    import psycopg
+
+    name = f"stm_bench_{uuid.uuid4().hex[:12]}"
+    base = ADMIN_URI.rpartition("/")[0]
+    with psycopg.connect(ADMIN_URI, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"{base}/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def postgres_backend(uri: str) -> Backend:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    def size() -> int:
+        with psycopg.connect(uri, autocommit=True) as conn:
+            conn.execute("VACUUM")
+            row = conn.execute(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind = 'r'"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    return Backend("postgres", lambda: PostgresSaver.from_conn_string(uri), size)
+
+
+class WriteClock:
+    """Adds up the wall time spent in a saver's put/put_writes (its *write time*)."""
+
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
+        self.total = 0.0
+        for name in ("put", "put_writes"):
+            setattr(saver, name, self._timed(getattr(saver, name)))
+
+    def _timed(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.total += time.perf_counter() - start
+
+        timed.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+        return timed
+
+
+def run_backend(
+    backends: dict[str, Backend], turns: int, checkpoints: Sequence[int]
+) -> list[Result]:
+    """Run every variant in lockstep (turn t of each, then turn t+1), so a noisy host
+    slows all of them alike; then reload each from a fresh saver, interleaved too."""
+    rng = random.Random(7)
+    words = vocabulary(rng)
+    human_texts = [text_of(200, rng, words) for _ in range(turns)]
+    answers = [text_of(200, rng, words) for _ in range(turns)]
+    config = {"configurable": {"thread_id": "bench"}}
+    results = {v: Result(f"{b.name}/{v}") for v, b in backends.items()}
+
+    def state_of(variant: str) -> type[Any]:
+        return DeltaState if variant == "delta" else PlainState
+
+    with ExitStack() as stack:
+        runs = {}
+        for variant, backend in backends.items():
+            inner = stack.enter_context(backend.open())
+            saver: BaseCheckpointSaver[Any] = STMSaver(inner) if variant == "stm" else inner
+            saver.setup()  # type: ignore[attr-defined]
+            runs[variant] = (WriteClock(saver), build(state_of(variant), saver, answers))
+        for turn in range(1, turns + 1):
+            msg = HumanMessage(id=f"h-{turn}", content=human_texts[turn - 1])
+            for variant, (clock, graph) in runs.items():
+                clock.total = 0.0
+                start = time.perf_counter()
+                graph.invoke({"messages": [msg]}, config, durability="sync")
+                results[variant].turn_ms.append((time.perf_counter() - start) * 1000)
+                results[variant].write_ms.append(clock.total * 1000)
+                if turn in checkpoints:
+                    results[variant].sizes[turn] = backends[variant].size()
+    reloads: dict[str, list[float]] = {v: [] for v in backends}
+    for _ in range(9):
+        for variant, backend in backends.items():
+            with backend.open() as inner:
+                saver = STMSaver(inner) if variant == "stm" else inner
+                graph = build(state_of(variant), saver, answers)
+                start = time.perf_counter()
+                values = graph.get_state(config).values
+                reloads[variant].append((time.perf_counter() - start) * 1000)
+                results[variant].messages = len(values["messages"])
+    for variant, times in reloads.items():
+        results[variant].reload_ms = statistics.median(times)
+    return list(results.values())
+
+
+def report(results: list[Result], turns: int) -> None:
+    half = turns // 2
+    early = min(50, turns)
+    header = (
+        f"{'variant':<18}{'msgs':>6}{f'MB@{half}':>10}{f'MB@{turns}':>10}{'growth':>8}"
+        f"{f'wr@{early}':>8}{f'wr@{turns}':>8}{'ratio':>7}"
+        f"{f'turn@{early}':>9}{f'turn@{turns}':>9}{'ratio':>7}{'reload':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        w0, w1 = r.window(early, series="write"), r.window(turns, series="write")
+        t0, t1 = r.window(early), r.window(turns)
+        print(
+            f"{r.name:<18}{r.messages:>6}{r.sizes[half] / 1e6:>10.2f}{r.sizes[turns] / 1e6:>10.2f}"
+            f"{r.sizes[turns] / r.sizes[half]:>7.2f}x{w0:>8.1f}{w1:>8.1f}{w1 / w0:>6.2f}x"
+            f"{t0:>9.1f}{t1:>9.1f}{t1 / t0:>6.2f}x{r.reload_ms:>8.1f}ms"
+        )
+
+
+def targets(results: list[Result], turns: int) -> None:
+    by = {r.name: r for r in results}
+    limits = {"sqlite": 8e6, "postgres": 5.5e6}
+    half = turns // 2
+    early = min(50, turns)
+    print()
+    for backend, limit in limits.items():
+        stm, plain, delta = (by.get(f"{backend}/{v}") for v in ("stm", "plain", "delta"))
+        if stm is None or plain is None or delta is None:
+            continue
+        size = stm.sizes[turns]
+        wr_ratio = stm.window(turns, series="write") / stm.window(early, series="write")
+        checks = [
+            (f"size {size / 1e6:.2f} MB <= {limit / 1e6} MB (400 turns)", size <= limit),
+            (
+                f"size vs plain: {plain.sizes[turns] / size:.0f}x smaller (>= 50x)",
+                plain.sizes[turns] / size >= 50,
+            ),
+            (
+                f"size vs DeltaChannel: {size / delta.sizes[turns]:.2f}x (<= 1.0)",
+                size <= delta.sizes[turns],
+            ),
+            (
+                f"growth {half}->{turns}: {size / stm.sizes[half]:.2f}x (<= 2.2x)",
+                size / stm.sizes[half] <= 2.2,
+            ),
+            (
+                f"write time per turn @{turns} / @{early}: {wr_ratio:.2f}x (<= 1.3x)",
+                wr_ratio <= 1.3,
+            ),
+            (
+                f"(info) whole turn incl. state load @{turns} / @{early}: "
+                f"{stm.window(turns) / stm.window(early):.2f}x",
+                True,
+            ),
+            (
+                f"reload {stm.reload_ms:.1f} ms vs plain {plain.reload_ms:.1f} ms (<= plain)",
+                stm.reload_ms <= plain.reload_ms,
+            ),
+        ]
+        for text, ok in checks:
+            print(f"{backend:<9} {'PASS' if ok else 'FAIL'}  {text}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=400)
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--variants", default="plain,delta,stm")
+    args = parser.parse_args()
+    turns = args.turns
+    checkpoints = sorted({turns // 2, turns})
+    variants = args.variants.split(",")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        backends = {v: sqlite_backend(Path(tmp) / f"{v}.sqlite") for v in variants}
+        results += run_backend(backends, turns, checkpoints)
+        print("done sqlite", flush=True)
+    if not args.skip_postgres:
+        with ExitStack() as stack:
+            uris = {v: stack.enter_context(postgres_database()) for v in variants}
+            results += run_backend(
+                {v: postgres_backend(u) for v, u in uris.items()}, turns, checkpoints
+            )
+        print("done postgres", flush=True)
+    print()
+    report(results, turns)
+    targets(results, turns)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,479 @@
+"""Linear storage of message lists: content-addressed bodies plus compact list records.
+
+A channel value that is a list of LangChain messages is replaced, before the inner
+saver sees it, by a small *reference* (a plain dict, so every serde round-trips it).
+What the reference points at lives in our own tables:
+
+- **bodies**: each message serialized once per thread and namespace, keyed by a
+  16-byte digest of its serialized form (so an edited message is a new body);
+- **lists**: one record per distinct list, keyed by the digest of its body digests.
+  A record is either a *snapshot* (every body digest, in order) or a *delta* against
+  a snapshot (ranges copied from the snapshot plus new digests). A delta always
+  points at a snapshot, never at another delta, so a read needs at most two list
+  records and one batch of bodies, however long the thread is.
+
+Everything is content-addressed, so writes are idempotent: writing the same rows
+twice, or leaving rows behind after a failed checkpoint write, never changes what a
+read returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+__all__ = [
+    "MARKER_KEY",
+    "MARKER_VERSION",
+    "BodyRow",
+    "ListRow",
+    "MessageCodec",
+    "decode_ops",
+    "encode_ops",
+    "is_marker",
+    "message_digest",
+    "msgpack_array",
+]
+
+MARKER_KEY = "__langgraph_stm__"
+"""Key of the reference dict that stands in for a stored message list."""
+MARKER_VERSION = "messages/1"
+"""Format of the reference dict and of the list records it points at."""
+
+DIGEST_SIZE = 16
+_RANGE = b"R"
+_LITERAL = b"L"
+_RANGE_STRUCT = struct.Struct(">II")
+
+
+@dataclass(frozen=True, slots=True)
+class BodyRow:
+    """One serialized message body, stored once per thread and namespace."""
+
+    digest: bytes
+    """16-byte blake2b digest of ``type`` and ``data``; the body's key."""
+    message_id: str | None
+    """The message id, kept for inspection and deletion by id."""
+    type: str
+    """Serde type tag returned by ``dumps_typed``."""
+    data: bytes
+    """Serde payload returned by ``dumps_typed``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListRow:
+    """One distinct message list: a snapshot, or a delta against a snapshot."""
+
+    digest: bytes
+    """Digest of the ordered body digests; the list's key."""
+    base: bytes | None
+    """Digest of the snapshot this delta applies to; ``None`` for a snapshot."""
+    length: int
+    """Number of messages in the list."""
+    ops: bytes
+    """A snapshot's body digests, concatenated; a delta's operations (:func:`encode_ops`)."""
+
+
+def message_digest(type_: str, data: bytes) -> bytes:
+    """Return the 16-byte digest that keys a serialized message body.
+
+    Example:
+        >>> len(message_digest("msgpack", b"abc"))
+        16
+    """
+    return hashlib.blake2b(type_.encode() + b"\x00" + data, digest_size=DIGEST_SIZE).digest()
+
+
+def list_digest(digests: Iterable[bytes]) -> bytes:
+    """Return the digest of an ordered list of body digests."""
+    return hashlib.blake2b(b"".join(digests), digest_size=DIGEST_SIZE).digest()
+
+
+def encode_ops(ops: Sequence[tuple[int, int] | bytes]) -> bytes:
+    """Encode list operations: ``(start, end)`` copies a snapshot range, bytes add a digest.
+
+    Example:
+        >>> decode_ops(encode_ops([(0, 3), b"x" * 16]), [b"a" * 16, b"b" * 16, b"c" * 16])[-1]
+        b'xxxxxxxxxxxxxxxx'
+    """
+    out = bytearray()
+    for op in ops:
+        if isinstance(op, bytes):
+            out += _LITERAL + op
+        else:
+            out += _RANGE + _RANGE_STRUCT.pack(op[0], op[1])
+    return bytes(out)
+
+
+def parse_ops(ops: bytes) -> list[tuple[int, int] | bytes]:
+    """Parse encoded operations back into ``(start, end)`` ranges and digests.
+
+    Example:
+        >>> parse_ops(encode_ops([(0, 3), b"x" * 16]))[0]
+        (0, 3)
+    """
+    result: list[tuple[int, int] | bytes] = []
+    pos = 0
+    while pos < len(ops):
+        tag = ops[pos : pos + 1]
+        pos += 1
+        if tag == _LITERAL:
+            result.append(ops[pos : pos + DIGEST_SIZE])
+            pos += DIGEST_SIZE
+        elif tag == _RANGE:
+            start, end = _RANGE_STRUCT.unpack_from(ops, pos)
+            result.append((start, end))
+            pos += _RANGE_STRUCT.size
+        else:
+            raise ValueError(f"corrupted message list record: unknown op tag {tag!r}")
+    return result
+
+
+def decode_ops(ops: bytes, base: Sequence[bytes]) -> list[bytes]:
+    """Expand encoded operations against the snapshot ``base`` into body digests."""
+    result: list[bytes] = []
+    pos = 0
+    view = memoryview(ops)
+    while pos < len(ops):
+        tag = ops[pos : pos + 1]
+        pos += 1
+        if tag == _LITERAL:
+            result.append(bytes(view[pos : pos + DIGEST_SIZE]))
+            pos += DIGEST_SIZE
+        elif tag == _RANGE:
+            start, end = _RANGE_STRUCT.unpack_from(ops, pos)
+            pos += _RANGE_STRUCT.size
+            result.extend(base[start:end])
+        else:
+            raise ValueError(f"corrupted message list record: unknown op tag {tag!r}")
+    return result
+
+
+def msgpack_array(items: Sequence[bytes]) -> bytes:
+    """Concatenate msgpack-encoded values into the msgpack encoding of their array.
+
+    Lets a list of separately stored bodies be decoded in one ``loads_typed`` call,
+    as fast as the single blob a plain saver stores (msgpack spec: fixarray,
+    array 16, array 32 headers).
+
+    Example:
+        >>> list(msgpack_array([bytes([1]), bytes([2])]))
+        [146, 1, 2]
+    """
+    n = len(items)
+    if n < 16:
+        header = bytes([0x90 | n])
+    elif n < 1 << 16:
+        header = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        header = b"\xdd" + n.to_bytes(4, "big")
+    return header + b"".join(items)
+
+
+def is_marker(value: object) -> bool:
+    """Whether ``value`` is the reference that stands in for a stored message list.
+
+    Example:
+        >>> is_marker({MARKER_KEY: MARKER_VERSION, "list": "00" * 16, "n": 0})
+        True
+        >>> is_marker({"list": "x"})
+        False
+    """
+    return isinstance(value, dict) and value.get(MARKER_KEY) == MARKER_VERSION and "list" in value
+
+
+def is_message_list(value: object) -> bool:
+    """Whether ``value`` looks like a non-empty list of LangChain messages.
+
+    Only the ends are checked here; :meth:`MessageCodec.encode` checks every element
+    it has not seen before and leaves the value alone if one is not a message.
+    """
+    return (
+        type(value) is list
+        and len(value) > 0
+        and isinstance(value[0], BaseMessage)
+        and isinstance(value[-1], BaseMessage)
+    )
+
+
+@dataclass(slots=True)
+class _Known:
+    obj: BaseMessage
+    digest: bytes
+
+
+@dataclass(slots=True)
+class _ChannelCache:
+    """What this process knows about one (thread, namespace, channel)."""
+
+    snapshot: bytes | None = None
+    snapshot_entries: list[bytes] = field(default_factory=list)
+    snapshot_index: dict[bytes, int] = field(default_factory=dict)
+    known: dict[int, _Known] = field(default_factory=dict)
+    """Messages whose bodies are stored, by object id; only grown in ``install``."""
+    additions: dict[int, _Known] = field(default_factory=dict)
+    """Messages this (not yet installed) write stores."""
+    last_objs: list[BaseMessage] = field(default_factory=list)
+    last_digests: list[bytes] = field(default_factory=list)
+    last_ops: Sequence[tuple[int, int] | bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Encoded:
+    """The result of encoding one checkpoint's message lists; applied after the put."""
+
+    values: dict[str, Any]
+    """``channel_values`` with message lists replaced by references."""
+    bodies: list[BodyRow]
+    """New bodies to store."""
+    lists: list[ListRow]
+    """New list records to store."""
+    updates: list[tuple[tuple[str, str, str], _ChannelCache]]
+    """Cache entries to install once the write succeeded."""
+
+
+class MessageCodec:
+    """Turns message lists into references plus rows, and references back into lists.
+
+    Keeps a bounded per-channel cache so that encoding a list whose messages were
+    already seen costs a dictionary lookup per message, not a serialization. A message
+    is recognized by object identity: LangGraph reducers replace a message to change
+    it (``add_messages`` with the same id), so an object already stored is not
+    serialized again. Mutating a stored message object in place is not detected.
+    """
+
+    def __init__(self, *, delta_limit: int = 24, cache_size: int = 512) -> None:
+        self.delta_limit = delta_limit
+        self.cache_size = cache_size
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str, str], _ChannelCache] = OrderedDict()
+
+    # -- cache -------------------------------------------------------------------------
+    def _get(self, key: tuple[str, str, str]) -> _ChannelCache | None:
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+            return entry
+
+    def install(self, updates: Iterable[tuple[tuple[str, str, str], _ChannelCache]]) -> None:
+        """Remember channel caches after the rows they rely on were stored."""
+        with self._lock:
+            for key, entry in updates:
+                entry.known.update(entry.additions)
+                entry.additions = {}
+                if len(entry.known) > 2 * len(entry.last_objs) + 256:
+                    entry.known = {
+                        id(m): _Known(m, d)
+                        for m, d in zip(entry.last_objs, entry.last_digests, strict=True)
+                    }
+                self._cache[key] = entry
+                self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    def forget_threads(self, thread_ids: Iterable[str] | None = None) -> None:
+        """Drop cached knowledge of ``thread_ids`` (all threads when ``None``)."""
+        with self._lock:
+            if thread_ids is None:
+                self._cache.clear()
+                return
+            wanted = set(thread_ids)
+            for key in [k for k in self._cache if k[0] in wanted]:
+                del self._cache[key]
+
+    # -- encode ------------------------------------------------------------------------
+    def encode(
+        self,
+        serde: SerializerProtocol,
+        thread_id: str,
+        checkpoint_ns: str,
+        channel_values: Mapping[str, Any],
+        channels: Iterable[str] | None,
+    ) -> Encoded:
+        """Replace each message list among ``channels`` (all when ``None``) by a reference."""
+        values = dict(channel_values)
+        result = Encoded(values=values, bodies=[], lists=[], updates=[])
+        names = list(values) if channels is None else [c for c in channels if c in values]
+        for channel in names:
+            value = values[channel]
+            if not is_message_list(value):
+                continue
+            key = (thread_id, checkpoint_ns, channel)
+            marker = self._encode_list(serde, key, value, result)
+            if marker is not None:
+                values[channel] = marker
+        return result
+
+    def _encode_list(
+        self,
+        serde: SerializerProtocol,
+        key: tuple[str, str, str],
+        messages: list[BaseMessage],
+        result: Encoded,
+    ) -> dict[str, Any] | None:
+        cached = self._get(key)
+        known = cached.known if cached is not None else {}
+        additions: dict[int, _Known] = {}
+        prefix = 0
+        if cached is not None and 0 < len(cached.last_objs) <= len(messages):
+            n = len(cached.last_objs)
+            if all(map(operator.is_, messages[:n], cached.last_objs)):
+                prefix = n
+        if cached is not None and not prefix:
+            # Not an append: every message of the last list may be reused anywhere.
+            last = zip(cached.last_objs, cached.last_digests, strict=True)
+            known = {**known, **{id(m): _Known(m, d) for m, d in last}}
+        digests = list(cached.last_digests) if cached is not None and prefix else []
+        tail = messages[prefix:]
+        if not all(isinstance(m, BaseMessage) for m in tail):
+            return None
+        bodies: list[BodyRow] = []
+        for msg in tail:
+            hit = known.get(id(msg)) or additions.get(id(msg))
+            if hit is not None and hit.obj is msg:
+                digests.append(hit.digest)
+                continue
+            type_, data = serde.dumps_typed(msg)
+            digest = message_digest(type_, data)
+            bodies.append(BodyRow(digest, msg.id, type_, data))
+            additions[id(msg)] = _Known(msg, digest)
+            digests.append(digest)
+        result.bodies.extend(bodies)
+        ldigest = list_digest(digests)
+        entry = _ChannelCache(known=known, additions=additions)
+        entry.last_objs = list(messages)
+        entry.last_digests = digests
+        row: ListRow | None = None
+        if cached is not None and cached.snapshot is not None:
+            if prefix:
+                # Appended messages are new digests: literals, no snapshot lookup needed.
+                ops = _merge(cached.last_ops, digests[prefix:])
+            else:
+                if not cached.snapshot_index:
+                    cached.snapshot_index = {d: i for i, d in enumerate(cached.snapshot_entries)}
+                ops = _diff(digests, cached.snapshot_index)
+            literals = sum(1 for op in ops if isinstance(op, bytes))
+            if literals <= self.delta_limit and len(ops) - literals <= 8:
+                row = ListRow(ldigest, cached.snapshot, len(digests), encode_ops(ops))
+                entry.snapshot = cached.snapshot
+                entry.snapshot_entries = cached.snapshot_entries
+                entry.snapshot_index = cached.snapshot_index
+                entry.last_ops = ops
+        if row is None:
+            row = ListRow(ldigest, None, len(digests), b"".join(digests))
+            entry.snapshot = ldigest
+            entry.snapshot_entries = digests
+            entry.snapshot_index = {d: i for i, d in enumerate(digests)}
+            entry.last_ops = [(0, len(digests))] if digests else []
+        result.lists.append(row)
+        result.updates.append((key, entry))
+        return {MARKER_KEY: MARKER_VERSION, "list": ldigest.hex(), "n": len(digests)}
+
+    # -- decode ------------------------------------------------------------------------
+    def remember(
+        self,
+        key: tuple[str, str, str],
+        messages: Sequence[BaseMessage],
+        digests: Sequence[bytes],
+        snapshot: bytes,
+        snapshot_entries: list[bytes],
+        ops: bytes | None,
+    ) -> None:
+        """Cache what a read learned, so the next write of this channel is a cheap delta.
+
+        ``ops`` is the stored delta of the list (``None`` when it is the snapshot). Only
+        references are kept: lookup tables are built if and when a write needs them.
+        """
+        entry = _ChannelCache(
+            snapshot=snapshot,
+            snapshot_entries=snapshot_entries,
+            last_objs=list(messages),
+            last_digests=list(digests),
+            last_ops=[(0, len(digests))] if ops is None else parse_ops(ops),
+        )
+        self.install([(key, entry)])
+
+
+def _merge(
+    head: Sequence[tuple[int, int] | bytes], tail: Sequence[tuple[int, int] | bytes]
+) -> list[tuple[int, int] | bytes]:
+    """Concatenate two op lists, joining a range that ends where the next one starts."""
+    ops = list(head)
+    if ops and tail:
+        last, first = ops[-1], tail[0]
+        if isinstance(last, tuple) and isinstance(first, tuple) and last[1] == first[0]:
+            ops[-1] = (last[0], first[1])
+            return ops + list(tail[1:])
+    return ops + list(tail)
+
+
+def _diff(digests: Sequence[bytes], index: Mapping[bytes, int]) -> list[tuple[int, int] | bytes]:
+    ops: list[tuple[int, int] | bytes] = []
+    run_start = -1
+    run_end = -1
+    for d in digests:
+        pos = index.get(d)
+        if pos is not None and pos == run_end:
+            run_end += 1
+            continue
+        if run_start >= 0:
+            ops.append((run_start, run_end))
+            run_start = run_end = -1
+        if pos is not None:
+            run_start, run_end = pos, pos + 1
+        else:
+            ops.append(d)
+    if run_start >= 0:
+        ops.append((run_start, run_end))
+    return ops
+
+
+Expanded = dict[bytes, tuple[list[bytes], bytes, list[bytes], bytes | None]]
+"""List digest -> (body digests, snapshot digest, snapshot body digests, delta ops)."""
+
+
+def split_digests(blob: bytes) -> list[bytes]:
+    """Split a snapshot's concatenated digests.
+
+    Example:
+        >>> split_digests(b"a" * 16 + b"b" * 16)[1]
+        b'bbbbbbbbbbbbbbbb'
+    """
+    return [blob[i : i + DIGEST_SIZE] for i in range(0, len(blob), DIGEST_SIZE)]
+
+
+def expand_all(
+    rows: Mapping[bytes, ListRow], wanted: Iterable[bytes]
+) -> tuple[Expanded, set[bytes]]:
+    """Expand the lists ``wanted`` found in ``rows``; also return every body digest they use.
+
+    Lists whose record or snapshot is missing are left out; the caller reports them.
+    """
+    expanded: Expanded = {}
+    snapshots: dict[bytes, list[bytes]] = {}
+    bodies: set[bytes] = set()
+    for digest in wanted:
+        row = rows.get(digest)
+        if row is None:
+            continue
+        snapshot = digest if row.base is None else row.base
+        base = rows.get(snapshot)
+        if base is None or base.base is not None:
+            continue
+        if snapshot not in snapshots:
+            snapshots[snapshot] = split_digests(base.ops)
+        base_entries = snapshots[snapshot]
+        entries = base_entries if row.base is None else decode_ops(row.ops, base_entries)
+        expanded[digest] = (entries, snapshot, base_entries, None if row.base is None else row.ops)
+        bodies.update(entries)
+    return expanded, bodies

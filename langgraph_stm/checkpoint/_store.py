@@ -1,0 +1,362 @@
+"""Where :class:`STMSaver` keeps its own rows: the base store and the in-memory store.
+
+A store holds three things per thread: message bodies, message list records (see
+``_codec``) and the structured-state projection. Each backend module (``sqlite``,
+``postgres``) provides stores over the inner saver's own connection; this module has
+the shared interface and the in-memory store used with ``InMemorySaver`` (and with any
+saver we have no database access for).
+
+Writes are shaped as context managers around the inner saver's call, so each backend
+decides how it makes them atomic: SQLite stages our rows in the transaction the inner
+saver commits; PostgreSQL commits our rows (bodies, lists, projection) in one
+transaction just before the checkpoint. A projection is trusted only while its
+checkpoint id is the thread's latest, so a failed or interrupted checkpoint write is
+repaired on the next read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from langgraph_stm.checkpoint._codec import BodyRow, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._projection import ProjectionRow
+
+__all__ = ["MemoryStore", "Store", "ThreadQuery"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadQuery:
+    """Filters and paging of :meth:`STMSaver.list_threads`."""
+
+    updated_after: str | None = None
+    """Only threads updated strictly after this formatted timestamp."""
+    updated_before: str | None = None
+    """Only threads updated strictly before this formatted timestamp."""
+    limit: int | None = None
+    """At most this many threads."""
+    offset: int = 0
+    """Skip this many threads first (newest first order)."""
+
+
+class Store:
+    """Interface of a backend store. Methods a backend cannot serve raise ``NotImplementedError``.
+
+    ``stores_full_values`` is true when the inner saver stores every channel value with
+    every checkpoint (SQLite) rather than only the channels in ``new_versions``.
+    """
+
+    stores_full_values: bool = True
+    sync_error = "this store has no synchronous interface"
+    async_error = "this store has no asynchronous interface"
+
+    # -- sync ------------------------------------------------------------------------
+    def setup(self) -> None:
+        raise NotImplementedError(self.sync_error)
+
+    def writing(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+        projection: ProjectionRow | None,
+    ) -> AbstractContextManager[None]:
+        """Store our rows around the inner saver's write (the ``with`` body)."""
+        raise NotImplementedError(self.sync_error)
+
+    def deleting(self, thread_ids: Sequence[str]) -> AbstractContextManager[None]:
+        """Delete our rows of ``thread_ids`` around the inner saver's deletion."""
+        raise NotImplementedError(self.sync_error)
+
+    def load(
+        self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
+    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+        """Return the list records for ``lists`` (and their snapshots) and their bodies."""
+        raise NotImplementedError(self.sync_error)
+
+    def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
+        """Return the stored projection and the id of the thread's latest root checkpoint."""
+        raise NotImplementedError(self.sync_error)
+
+    def stale_threads(self) -> list[str]:
+        """Threads whose projection is missing or older than their latest root checkpoint.
+
+        Also forgets projections of threads that no longer have checkpoints.
+        """
+        raise NotImplementedError(self.sync_error)
+
+    def list_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
+        raise NotImplementedError(self.sync_error)
+
+    def save_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
+        """Upsert a projection; unless ``force``, never replace a newer checkpoint's."""
+        raise NotImplementedError(self.sync_error)
+
+    def delete_projection(self, thread_id: str) -> None:
+        raise NotImplementedError(self.sync_error)
+
+    def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy message bodies and list records of one thread to another."""
+        raise NotImplementedError(self.sync_error)
+
+    # -- async -----------------------------------------------------------------------
+    async def asetup(self) -> None:
+        raise NotImplementedError(self.async_error)
+
+    async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
+        raise NotImplementedError(self.async_error)
+
+    def awriting(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+        projection: ProjectionRow | None,
+    ) -> AbstractAsyncContextManager[None]:
+        raise NotImplementedError(self.async_error)
+
+    def adeleting(self, thread_ids: Sequence[str]) -> AbstractAsyncContextManager[None]:
+        raise NotImplementedError(self.async_error)
+
+    async def aload(
+        self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
+    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+        raise NotImplementedError(self.async_error)
+
+    async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
+        raise NotImplementedError(self.async_error)
+
+    async def astale_threads(self) -> list[str]:
+        raise NotImplementedError(self.async_error)
+
+    async def alist_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
+        raise NotImplementedError(self.async_error)
+
+    async def asave_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
+        raise NotImplementedError(self.async_error)
+
+    async def adelete_projection(self, thread_id: str) -> None:
+        raise NotImplementedError(self.async_error)
+
+
+def filter_rows(rows: Sequence[ProjectionRow], query: ThreadQuery) -> list[ProjectionRow]:
+    """Apply a :class:`ThreadQuery` to rows in memory, newest first."""
+    selected = [
+        r
+        for r in rows
+        if (query.updated_after is None or r.updated_at > query.updated_after)
+        and (query.updated_before is None or r.updated_at < query.updated_before)
+    ]
+    selected.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
+    end = None if query.limit is None else query.offset + query.limit
+    return selected[query.offset : end]
+
+
+class MemoryStore(Store):
+    """Keeps our rows in process memory; used with ``InMemorySaver`` and unknown savers.
+
+    ``latest`` returns a thread's latest root checkpoint id; for ``InMemorySaver`` it
+    reads the saver's public ``storage`` mapping, otherwise it asks the saver.
+    """
+
+    stores_full_values = False
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        self.inner = inner
+        self.lock = threading.RLock()
+        self.bodies: dict[tuple[str, str, bytes], tuple[str, bytes]] = {}
+        self.lists: dict[tuple[str, str, bytes], ListRow] = {}
+        self.projections: dict[str, ProjectionRow] = {}
+        storage = getattr(inner, "storage", None)
+        self.latest: Callable[[str], str | None]
+        if isinstance(storage, dict):
+            self.stores_full_values = False
+
+            def latest(thread_id: str) -> str | None:
+                root = storage.get(thread_id, {}).get("")
+                return max(root) if root else None
+
+            def threads() -> list[str]:
+                return [t for t, by_ns in list(storage.items()) if by_ns.get("")]
+
+        else:
+            self.stores_full_values = True
+
+            def latest(thread_id: str) -> str | None:
+                config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+                tup = inner.get_tuple(config)  # type: ignore[arg-type]
+                return None if tup is None else str(tup.checkpoint["id"])
+
+            def threads() -> list[str]:
+                return list(self.projections)
+
+        self.latest = latest
+        self.threads = threads
+
+    def setup(self) -> None:
+        return None
+
+    @contextmanager
+    def writing(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+        projection: ProjectionRow | None,
+    ) -> Iterator[None]:
+        self.put_rows(thread_id, checkpoint_ns, bodies, lists)
+        yield
+        if projection is not None:
+            self.save_projection(projection)
+
+    @contextmanager
+    def deleting(self, thread_ids: Sequence[str]) -> Iterator[None]:
+        yield
+        self.delete_rows(thread_ids)
+
+    @asynccontextmanager
+    async def awriting(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+        projection: ProjectionRow | None,
+    ) -> AsyncIterator[None]:
+        self.put_rows(thread_id, checkpoint_ns, bodies, lists)
+        yield
+        if projection is not None:
+            self.save_projection(projection)
+
+    @asynccontextmanager
+    async def adeleting(self, thread_ids: Sequence[str]) -> AsyncIterator[None]:
+        yield
+        self.delete_rows(thread_ids)
+
+    def put_rows(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+    ) -> None:
+        with self.lock:
+            for b in bodies:
+                self.bodies.setdefault((thread_id, checkpoint_ns, b.digest), (b.type, b.data))
+            for row in lists:
+                key = (thread_id, checkpoint_ns, row.digest)
+                current = self.lists.get(key)
+                # A snapshot replaces a delta of the same list, never the reverse.
+                if current is None or (row.base is None and current.base is not None):
+                    self.lists[key] = row
+
+    def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
+        with self.lock:
+            for (t, ns, d), body in list(self.bodies.items()):
+                if t == source_thread_id:
+                    self.bodies[(target_thread_id, ns, d)] = body
+            for (t, ns, d), row in list(self.lists.items()):
+                if t == source_thread_id:
+                    self.lists[(target_thread_id, ns, d)] = row
+
+    async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.copy_rows(source_thread_id, target_thread_id)
+
+    def save_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
+        with self.lock:
+            current = self.projections.get(row.thread_id)
+            if force or current is None or row.checkpoint_id >= current.checkpoint_id:
+                self.projections[row.thread_id] = row
+
+    def delete_rows(self, thread_ids: Sequence[str]) -> None:
+        wanted = set(thread_ids)
+        with self.lock:
+            for key in [k for k in self.bodies if k[0] in wanted]:
+                del self.bodies[key]
+            for lkey in [k for k in self.lists if k[0] in wanted]:
+                del self.lists[lkey]
+            for t in wanted:
+                self.projections.pop(t, None)
+
+    def load(
+        self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
+    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+        with self.lock:
+            rows: dict[bytes, ListRow] = {}
+            for d in lists:
+                row = self.lists.get((thread_id, checkpoint_ns, d))
+                if row is not None:
+                    rows[d] = row
+                    if row.base is not None:
+                        base = self.lists.get((thread_id, checkpoint_ns, row.base))
+                        if base is not None:
+                            rows[row.base] = base
+            expanded, wanted = expand_all(rows, lists)
+            bodies = {
+                d: body
+                for d in wanted
+                if (body := self.bodies.get((thread_id, checkpoint_ns, d))) is not None
+            }
+        return expanded, bodies
+
+    def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
+        with self.lock:
+            return self.projections.get(thread_id), self.latest(thread_id)
+
+    def stale_threads(self) -> list[str]:
+        with self.lock:
+            stale = []
+            for thread_id in self.threads():
+                row = self.projections.get(thread_id)
+                if row is None or row.checkpoint_id != self.latest(thread_id):
+                    stale.append(thread_id)
+            for thread_id in list(self.projections):
+                if self.latest(thread_id) is None:
+                    del self.projections[thread_id]
+            return stale
+
+    def list_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
+        with self.lock:
+            rows = list(self.projections.values())
+        return filter_rows(rows, query)
+
+    def delete_projection(self, thread_id: str) -> None:
+        with self.lock:
+            self.projections.pop(thread_id, None)
+
+    # The in-memory store does no I/O, so its async methods are its sync methods.
+    async def asetup(self) -> None:
+        return None
+
+    async def aload(
+        self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
+    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+        return self.load(thread_id, checkpoint_ns, lists)
+
+    async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
+        return self.get_projection(thread_id)
+
+    async def astale_threads(self) -> list[str]:
+        return self.stale_threads()
+
+    async def alist_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
+        return self.list_projections(query)
+
+    async def asave_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
+        self.save_projection(row, force=force)
+
+    async def adelete_projection(self, thread_id: str) -> None:
+        self.delete_projection(thread_id)

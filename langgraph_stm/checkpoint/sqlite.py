@@ -1,0 +1,511 @@
+"""SQLite stores for :class:`~langgraph_stm.checkpoint.STMSaver`.
+
+Our tables live in the inner saver's database and are written on its connection,
+under its lock, in the transaction its ``put`` commits: message rows, list records and
+the projection of a checkpoint are committed together with the checkpoint, or not at
+all when the write fails before the inner saver commits.
+
+Example:
+    >>> from langgraph_stm.checkpoint import STMSaver
+    >>> with STMSaver.from_sqlite(":memory:") as saver:
+    ...     saver.setup()
+    ...     tables = {r[0] for r in saver.inner.conn.execute(
+    ...         "SELECT name FROM sqlite_master WHERE name LIKE 'stm_%'")}
+    >>> sorted(tables)[:3]
+    ['stm_message_bodies', 'stm_message_lists', 'stm_migrations']
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+try:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+except ImportError:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "STMSaver over SQLite needs langgraph-checkpoint-sqlite and aiosqlite: "
+        "pip install 'langgraph-stm[sqlite]'"
+    ) from None
+
+from langgraph_stm.checkpoint._codec import BodyRow, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._projection import ProjectionRow
+from langgraph_stm.checkpoint._store import Store, ThreadQuery
+
+__all__ = ["MIGRATIONS", "AsyncSqliteStore", "SqliteStore"]
+
+MIGRATIONS: list[str] = [
+    "CREATE TABLE IF NOT EXISTS stm_migrations (v INTEGER PRIMARY KEY)",
+    """CREATE TABLE IF NOT EXISTS stm_message_bodies (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        digest BLOB NOT NULL,
+        message_id TEXT,
+        type TEXT NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, digest)
+    )""",
+    """CREATE TABLE IF NOT EXISTS stm_message_lists (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        digest BLOB NOT NULL,
+        base BLOB,
+        length INTEGER NOT NULL,
+        ops BLOB NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, digest)
+    )""",
+    """CREATE TABLE IF NOT EXISTS stm_threads (
+        thread_id TEXT PRIMARY KEY,
+        checkpoint_id TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        message_count INTEGER,
+        state TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS stm_threads_updated_at_idx ON stm_threads (updated_at)",
+]
+"""Our schema, one statement per version; ``stm_migrations`` records what ran."""
+
+_CHUNK = 900
+_FETCH_ALL_ABOVE = 64
+"""Above this many bodies, one index range scan of the thread beats a long ``IN`` list."""
+_THREAD_BODIES = (
+    "SELECT digest, type, body FROM stm_message_bodies WHERE thread_id = ? AND checkpoint_ns = ?"
+)
+
+_INSERT_BODY = (
+    "INSERT OR IGNORE INTO stm_message_bodies "
+    "(thread_id, checkpoint_ns, digest, message_id, type, body) VALUES (?, ?, ?, ?, ?, ?)"
+)
+# A list is stored once; a snapshot replaces a delta of the same list (never the
+# reverse), so a delta written later can always use it as its base.
+_INSERT_LIST = """
+    INSERT INTO stm_message_lists (thread_id, checkpoint_ns, digest, base, length, ops)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id, checkpoint_ns, digest) DO UPDATE SET base = NULL, ops = excluded.ops
+    WHERE excluded.base IS NULL AND stm_message_lists.base IS NOT NULL
+"""
+_UPSERT_PROJECTION = """
+    INSERT INTO stm_threads (thread_id, checkpoint_id, updated_at, message_count, state)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id) DO UPDATE SET
+        checkpoint_id = excluded.checkpoint_id,
+        updated_at = excluded.updated_at,
+        message_count = excluded.message_count,
+        state = excluded.state
+    WHERE excluded.checkpoint_id >= stm_threads.checkpoint_id
+"""
+_FORCE_PROJECTION = _UPSERT_PROJECTION.split("    WHERE excluded")[0]
+_SELECT_PROJECTION = (
+    "SELECT thread_id, checkpoint_id, updated_at, message_count, state "
+    "FROM stm_threads WHERE thread_id = ?"
+)
+_SELECT_LATEST = (
+    "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''"
+)
+_SELECT_STALE = """
+    SELECT c.thread_id FROM (
+        SELECT thread_id, MAX(checkpoint_id) AS latest FROM checkpoints
+        WHERE checkpoint_ns = '' GROUP BY thread_id
+    ) AS c LEFT JOIN stm_threads AS p ON p.thread_id = c.thread_id
+    WHERE p.checkpoint_id IS NULL OR p.checkpoint_id <> c.latest
+"""
+_DELETE_ORPHAN_PROJECTIONS = """
+    DELETE FROM stm_threads WHERE NOT EXISTS (
+        SELECT 1 FROM checkpoints AS c
+        WHERE c.thread_id = stm_threads.thread_id AND c.checkpoint_ns = ''
+    )
+"""
+_DELETE_PROJECTION = "DELETE FROM stm_threads WHERE thread_id = ?"
+_DELETE_THREAD = [
+    "DELETE FROM stm_message_bodies WHERE thread_id = ?",
+    "DELETE FROM stm_message_lists WHERE thread_id = ?",
+    "DELETE FROM stm_threads WHERE thread_id = ?",
+]
+_COPY_ROWS = [
+    "INSERT OR IGNORE INTO stm_message_bodies "
+    "SELECT ?, checkpoint_ns, digest, message_id, type, body "
+    "FROM stm_message_bodies WHERE thread_id = ?",
+    "INSERT OR IGNORE INTO stm_message_lists "
+    "SELECT ?, checkpoint_ns, digest, base, length, ops "
+    "FROM stm_message_lists WHERE thread_id = ?",
+]
+
+
+def _list_query(n: int) -> str:
+    return (
+        "SELECT digest, base, length, ops FROM stm_message_lists "
+        f"WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN ({','.join('?' * n)})"
+    )
+
+
+def _body_query(n: int) -> str:
+    return (
+        "SELECT digest, type, body FROM stm_message_bodies "
+        f"WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN ({','.join('?' * n)})"
+    )
+
+
+def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
+    sql = "SELECT thread_id, checkpoint_id, updated_at, message_count, state FROM stm_threads"
+    where: list[str] = []
+    params: list[Any] = []
+    if query.updated_after is not None:
+        where.append("updated_at > ?")
+        params.append(query.updated_after)
+    if query.updated_before is not None:
+        where.append("updated_at < ?")
+        params.append(query.updated_before)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY updated_at DESC, thread_id DESC LIMIT ? OFFSET ?"
+    params += [-1 if query.limit is None else query.limit, query.offset]
+    return sql, params
+
+
+def _staged_params(
+    thread_id: str,
+    ns: str,
+    bodies: Sequence[BodyRow],
+    lists: Sequence[ListRow],
+    projection: ProjectionRow | None,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...] | None]:
+    return (
+        [(thread_id, ns, b.digest, b.message_id, b.type, b.data) for b in bodies],
+        [(thread_id, ns, r.digest, r.base, r.length, r.ops) for r in lists],
+        None
+        if projection is None
+        else (
+            projection.thread_id,
+            projection.checkpoint_id,
+            projection.updated_at,
+            projection.message_count,
+            projection.state,
+        ),
+    )
+
+
+def _chunks(items: Sequence[bytes]) -> Iterable[Sequence[bytes]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i : i + _CHUNK]
+
+
+def _to_list_rows(fetched: Iterable[Any]) -> dict[bytes, ListRow]:
+    return {r[0]: ListRow(r[0], r[1], r[2], r[3]) for r in fetched}
+
+
+def _to_projection(r: Any) -> ProjectionRow:
+    return ProjectionRow(r[0], r[1], r[2], r[3], r[4])
+
+
+class SqliteStore(Store):
+    """Our tables on a ``SqliteSaver``'s connection (sync methods only)."""
+
+    stores_full_values = True
+    async_error = (
+        "SqliteSaver is synchronous: use the sync methods, or wrap an AsyncSqliteSaver "
+        "(STMSaver.from_async_sqlite)"
+    )
+
+    def __init__(self, inner: SqliteSaver) -> None:
+        self.inner = inner
+        self.is_setup = False
+
+    def setup(self) -> None:
+        """Create our tables (idempotent); runs on first use like ``SqliteSaver.setup``."""
+        if self.is_setup:
+            return
+        with self.inner.lock:
+            self.inner.setup()
+            conn = self.inner.conn
+            conn.execute(MIGRATIONS[0])
+            row = conn.execute("SELECT MAX(v) FROM stm_migrations").fetchone()
+            version = -1 if row is None or row[0] is None else row[0]
+            for v in range(version + 1, len(MIGRATIONS)):
+                conn.execute(MIGRATIONS[v])
+                conn.execute("INSERT INTO stm_migrations (v) VALUES (?)", (v,))
+            conn.commit()
+        self.is_setup = True
+
+    @contextmanager
+    def _staged(self, statements: Iterable[tuple[str, Sequence[Any], bool]]) -> Iterator[None]:
+        """Run statements uncommitted; the inner saver's own commit commits them too."""
+        self.setup()
+        conn = self.inner.conn
+        with self.inner.lock:
+            try:
+                for sql, params, many in statements:
+                    if many:
+                        conn.executemany(sql, params)
+                    else:
+                        conn.execute(sql, params)
+            except BaseException:
+                conn.rollback()
+                raise
+        try:
+            yield
+        except BaseException:
+            with self.inner.lock:
+                conn.rollback()
+            raise
+        if conn.in_transaction:
+            with self.inner.lock:
+                conn.commit()
+
+    @contextmanager
+    def writing(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+        projection: ProjectionRow | None,
+    ) -> Iterator[None]:
+        b, ls, p = _staged_params(thread_id, checkpoint_ns, bodies, lists, projection)
+        statements: list[tuple[str, Sequence[Any], bool]] = []
+        if b:
+            statements.append((_INSERT_BODY, b, True))
+        if ls:
+            statements.append((_INSERT_LIST, ls, True))
+        if p is not None:
+            statements.append((_UPSERT_PROJECTION, p, False))
+        with self._staged(statements):
+            yield
+
+    @contextmanager
+    def deleting(self, thread_ids: Sequence[str]) -> Iterator[None]:
+        statements = [(sql, [(t,) for t in thread_ids], True) for sql in _DELETE_THREAD]
+        with self._staged(statements):
+            yield
+
+    def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.setup()
+        with self.inner.lock:
+            for sql in _COPY_ROWS:
+                self.inner.conn.execute(sql, (target_thread_id, source_thread_id))
+            self.inner.conn.commit()
+
+    def load(
+        self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
+    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+        self.setup()
+        conn = self.inner.conn
+        with self.inner.lock:
+            keys = sorted(lists)
+            rows = _to_list_rows(
+                conn.execute(_list_query(len(keys)), (thread_id, checkpoint_ns, *keys))
+            )
+            bases = sorted({r.base for r in rows.values() if r.base and r.base not in rows})
+            if bases:
+                rows |= _to_list_rows(
+                    conn.execute(_list_query(len(bases)), (thread_id, checkpoint_ns, *bases))
+                )
+            expanded, wanted = expand_all(rows, lists)
+            bodies: dict[bytes, tuple[str, bytes]] = {}
+            if len(wanted) > _FETCH_ALL_ABOVE:
+                for d, t, body in conn.execute(_THREAD_BODIES, (thread_id, checkpoint_ns)):
+                    if d in wanted:
+                        bodies[d] = (t, body)
+            else:
+                for chunk in _chunks(list(wanted)):
+                    for d, t, body in conn.execute(
+                        _body_query(len(chunk)), (thread_id, checkpoint_ns, *chunk)
+                    ):
+                        bodies[d] = (t, body)
+        return expanded, bodies
+
+    def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
+        self.setup()
+        with self.inner.lock:
+            row = self.inner.conn.execute(_SELECT_PROJECTION, (thread_id,)).fetchone()
+            latest = self.inner.conn.execute(_SELECT_LATEST, (thread_id,)).fetchone()
+        return (None if row is None else _to_projection(row)), (latest[0] if latest else None)
+
+    def stale_threads(self) -> list[str]:
+        self.setup()
+        with self.inner.lock:
+            stale = [r[0] for r in self.inner.conn.execute(_SELECT_STALE)]
+            self.inner.conn.execute(_DELETE_ORPHAN_PROJECTIONS)
+            self.inner.conn.commit()
+        return stale
+
+    def list_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
+        self.setup()
+        sql, params = _list_query_sql(query)
+        with self.inner.lock:
+            return [_to_projection(r) for r in self.inner.conn.execute(sql, params)]
+
+    def save_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
+        _, _, p = _staged_params(row.thread_id, "", [], [], row)
+        self.setup()
+        with self.inner.lock:
+            self.inner.conn.execute(_FORCE_PROJECTION if force else _UPSERT_PROJECTION, p or ())
+            self.inner.conn.commit()
+
+    def delete_projection(self, thread_id: str) -> None:
+        self.setup()
+        with self.inner.lock:
+            self.inner.conn.execute(_DELETE_PROJECTION, (thread_id,))
+            self.inner.conn.commit()
+
+
+class AsyncSqliteStore(Store):
+    """Our tables on an ``AsyncSqliteSaver``'s aiosqlite connection (async methods only)."""
+
+    stores_full_values = True
+    sync_error = (
+        "AsyncSqliteSaver is asynchronous: use the async methods (ainvoke, aget_tuple...), "
+        "or wrap a SqliteSaver (STMSaver.from_sqlite)"
+    )
+
+    def __init__(self, inner: AsyncSqliteSaver) -> None:
+        self.inner = inner
+        self.is_setup = False
+
+    async def asetup(self) -> None:
+        """Create our tables (idempotent); runs on first use."""
+        if self.is_setup:
+            return
+        await self.inner.setup()
+        async with self.inner.lock:
+            conn = self.inner.conn
+            await conn.execute(MIGRATIONS[0])
+            async with conn.execute("SELECT MAX(v) FROM stm_migrations") as cur:
+                row = await cur.fetchone()
+            version = -1 if row is None or row[0] is None else row[0]
+            for v in range(version + 1, len(MIGRATIONS)):
+                await conn.execute(MIGRATIONS[v])
+                await conn.execute("INSERT INTO stm_migrations (v) VALUES (?)", (v,))
+            await conn.commit()
+        self.is_setup = True
+
+    @asynccontextmanager
+    async def _staged(
+        self, statements: Iterable[tuple[str, Sequence[Any], bool]]
+    ) -> AsyncIterator[None]:
+        await self.asetup()
+        conn = self.inner.conn
+        async with self.inner.lock:
+            try:
+                for sql, params, many in statements:
+                    if many:
+                        await conn.executemany(sql, params)
+                    else:
+                        await conn.execute(sql, params)
+            except BaseException:
+                await conn.rollback()
+                raise
+        try:
+            yield
+        except BaseException:
+            async with self.inner.lock:
+                await conn.rollback()
+            raise
+        if conn.in_transaction:
+            async with self.inner.lock:
+                await conn.commit()
+
+    @asynccontextmanager
+    async def awriting(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        bodies: Sequence[BodyRow],
+        lists: Sequence[ListRow],
+        projection: ProjectionRow | None,
+    ) -> AsyncIterator[None]:
+        b, ls, p = _staged_params(thread_id, checkpoint_ns, bodies, lists, projection)
+        statements: list[tuple[str, Sequence[Any], bool]] = []
+        if b:
+            statements.append((_INSERT_BODY, b, True))
+        if ls:
+            statements.append((_INSERT_LIST, ls, True))
+        if p is not None:
+            statements.append((_UPSERT_PROJECTION, p, False))
+        async with self._staged(statements):
+            yield
+
+    @asynccontextmanager
+    async def adeleting(self, thread_ids: Sequence[str]) -> AsyncIterator[None]:
+        statements = [(sql, [(t,) for t in thread_ids], True) for sql in _DELETE_THREAD]
+        async with self._staged(statements):
+            yield
+
+    async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.asetup()
+        async with self.inner.lock:
+            for sql in _COPY_ROWS:
+                await self.inner.conn.execute(sql, (target_thread_id, source_thread_id))
+            await self.inner.conn.commit()
+
+    async def aload(
+        self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
+    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+        await self.asetup()
+        conn = self.inner.conn
+        async with self.inner.lock:
+            keys = sorted(lists)
+            async with conn.execute(
+                _list_query(len(keys)), (thread_id, checkpoint_ns, *keys)
+            ) as cur:
+                rows = _to_list_rows(await cur.fetchall())
+            bases = sorted({r.base for r in rows.values() if r.base and r.base not in rows})
+            if bases:
+                async with conn.execute(
+                    _list_query(len(bases)), (thread_id, checkpoint_ns, *bases)
+                ) as cur:
+                    rows |= _to_list_rows(await cur.fetchall())
+            expanded, wanted = expand_all(rows, lists)
+            bodies: dict[bytes, tuple[str, bytes]] = {}
+            if len(wanted) > _FETCH_ALL_ABOVE:
+                async with conn.execute(_THREAD_BODIES, (thread_id, checkpoint_ns)) as cur:
+                    for d, t, body in await cur.fetchall():
+                        if d in wanted:
+                            bodies[d] = (t, body)
+            else:
+                for chunk in _chunks(list(wanted)):
+                    async with conn.execute(
+                        _body_query(len(chunk)), (thread_id, checkpoint_ns, *chunk)
+                    ) as cur:
+                        for d, t, body in await cur.fetchall():
+                            bodies[d] = (t, body)
+        return expanded, bodies
+
+    async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
+        await self.asetup()
+        async with self.inner.lock:
+            async with self.inner.conn.execute(_SELECT_PROJECTION, (thread_id,)) as cur:
+                row = await cur.fetchone()
+            async with self.inner.conn.execute(_SELECT_LATEST, (thread_id,)) as cur:
+                latest = await cur.fetchone()
+        return (None if row is None else _to_projection(row)), (latest[0] if latest else None)
+
+    async def astale_threads(self) -> list[str]:
+        await self.asetup()
+        async with self.inner.lock:
+            async with self.inner.conn.execute(_SELECT_STALE) as cur:
+                stale = [r[0] for r in await cur.fetchall()]
+            await self.inner.conn.execute(_DELETE_ORPHAN_PROJECTIONS)
+            await self.inner.conn.commit()
+        return stale
+
+    async def alist_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
+        await self.asetup()
+        sql, params = _list_query_sql(query)
+        async with self.inner.lock, self.inner.conn.execute(sql, params) as cur:
+            return [_to_projection(r) for r in await cur.fetchall()]
+
+    async def asave_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
+        _, _, p = _staged_params(row.thread_id, "", [], [], row)
+        await self.asetup()
+        async with self.inner.lock:
+            sql = _FORCE_PROJECTION if force else _UPSERT_PROJECTION
+            await self.inner.conn.execute(sql, p or ())
+            await self.inner.conn.commit()
+
+    async def adelete_projection(self, thread_id: str) -> None:
+        await self.asetup()
+        async with self.inner.lock:
+            await self.inner.conn.execute(_DELETE_PROJECTION, (thread_id,))
+            await self.inner.conn.commit()

@@ -1,0 +1,397 @@
+"""Graphs behave identically with and without STMSaver, on every backend.
+
+Each scenario runs twice on the same kind of backend, once with the plain saver and
+once wrapped in STMSaver, and records a trace: the state after every step (values,
+next nodes, interrupts, subgraph state), then the whole ``get_state_history``. The
+traces must be equal. With the wrapper, the structured projection must also match
+the state after every step.
+
+Backends: InMemorySaver (sync and async), SqliteSaver, AsyncSqliteSaver,
+PostgresSaver, AsyncPostgresSaver. Message ids are explicit so traces compare.
+"""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, Interrupt, Send, StateSnapshot, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_stm import STMState
+from langgraph_stm.checkpoint import STMSaver
+
+BACKENDS = [
+    "memory-sync",
+    "memory-async",
+    "sqlite-sync",
+    "sqlite-async",
+    pytest.param("postgres-sync", marks=pytest.mark.postgres),
+    pytest.param("postgres-async", marks=pytest.mark.postgres),
+]
+
+Trace = list[Any]
+
+
+@asynccontextmanager
+async def open_saver(
+    backend: str, wrapped: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Yield a fresh plain saver of ``backend``, wrapped in STMSaver when ``wrapped``."""
+    name = f"{'stm' if wrapped else 'plain'}-{uuid.uuid4().hex[:8]}.sqlite"
+    if backend.startswith("memory"):
+        inner: BaseCheckpointSaver[Any] = InMemorySaver()
+        yield STMSaver(inner) if wrapped else inner
+    elif backend == "sqlite-sync":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(str(tmp_path / name)) as sqlite_saver:
+            yield STMSaver(sqlite_saver) if wrapped else sqlite_saver
+    elif backend == "sqlite-async":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / name)) as asqlite_saver:
+            yield STMSaver(asqlite_saver) if wrapped else asqlite_saver
+    elif backend == "postgres-sync":
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        uri = request.getfixturevalue("postgres_uri")
+        with PostgresSaver.from_conn_string(uri) as pg_saver:
+            saver: BaseCheckpointSaver[Any] = STMSaver(pg_saver) if wrapped else pg_saver
+            saver.setup()  # type: ignore[attr-defined]
+            yield saver
+    else:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        uri = request.getfixturevalue("postgres_uri")
+        async with AsyncPostgresSaver.from_conn_string(uri) as apg_saver:
+            asaver: Any = STMSaver(apg_saver) if wrapped else apg_saver
+            await (asaver.asetup() if wrapped else asaver.setup())
+            yield asaver
+
+
+def normalize(value: Any) -> Any:
+    """Turn state values into comparable plain data (messages by type, id, content)."""
+    if isinstance(value, Interrupt):
+        return ("interrupt", normalize(value.value))
+    if hasattr(value, "type") and hasattr(value, "content") and hasattr(value, "id"):
+        return (value.type, value.id, value.content, getattr(value, "name", None))
+    if isinstance(value, dict):
+        return {k: normalize(v) for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [normalize(v) for v in value]
+    return value
+
+
+def snapshot_trace(snap: StateSnapshot) -> Any:
+    """The comparable part of a state snapshot, including subgraph state."""
+    tasks = []
+    for task in snap.tasks:
+        sub = task.state
+        tasks.append(
+            (
+                task.name,
+                [i.value for i in task.interrupts],
+                snapshot_trace(sub) if isinstance(sub, StateSnapshot) else None,
+            )
+        )
+    return {
+        "values": normalize(snap.values),
+        "next": list(snap.next),
+        "tasks": tasks,
+        "source": (snap.metadata or {}).get("source"),
+        "step": (snap.metadata or {}).get("step"),
+    }
+
+
+class Runner:
+    """Drives a compiled graph through its sync or async API and records a trace."""
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        saver: BaseCheckpointSaver[Any],
+        is_async: bool,
+    ) -> None:
+        self.graph = graph
+        self.saver = saver
+        self.is_async = is_async
+        self.config: RunnableConfig = {"configurable": {"thread_id": f"thread-{uuid.uuid4().hex}"}}
+        self.trace: Trace = []
+
+    async def invoke(self, value: Any, config: RunnableConfig | None = None) -> None:
+        config = config or self.config
+        if self.is_async:
+            result = await self.graph.ainvoke(value, config)
+        else:
+            result = self.graph.invoke(value, config)
+        self.trace.append(("result", normalize(result)))
+        await self.record()
+
+    async def state(self, config: RunnableConfig | None = None) -> StateSnapshot:
+        config = config or self.config
+        if self.is_async:
+            return await self.graph.aget_state(config, subgraphs=True)
+        return self.graph.get_state(config, subgraphs=True)
+
+    async def history(self) -> list[StateSnapshot]:
+        if self.is_async:
+            return [s async for s in self.graph.aget_state_history(self.config)]
+        return list(self.graph.get_state_history(self.config))
+
+    async def update(
+        self, config: RunnableConfig, values: Any, as_node: str | None = None
+    ) -> RunnableConfig:
+        if self.is_async:
+            new = await self.graph.aupdate_state(config, values, as_node=as_node)
+        else:
+            new = self.graph.update_state(config, values, as_node=as_node)
+        await self.record()
+        return new
+
+    async def record(self) -> None:
+        snap = await self.state()
+        self.trace.append(("state", snapshot_trace(snap)))
+        if isinstance(self.saver, STMSaver):
+            await self.check_projection(snap)
+
+    async def check_projection(self, snap: StateSnapshot) -> None:
+        thread_id = self.config["configurable"]["thread_id"]
+        if self.is_async:
+            projected = await self.saver.aget_thread_state(thread_id)  # type: ignore[attr-defined]
+        else:
+            projected = self.saver.get_thread_state(thread_id)  # type: ignore[attr-defined]
+        assert projected is not None
+        values = snap.values
+        assert projected.checkpoint_id == snap.config["configurable"]["checkpoint_id"]
+        assert projected.goal == values.get("goal")
+        assert projected.plan == values.get("plan", [])
+        assert projected.constraints == values.get("constraints", [])
+        assert projected.last_error == values.get("last_error")
+        assert projected.summary == values.get("summary")
+        # With DeltaChannel the checkpoint holds no message list, so no count is known.
+        if projected.message_count is not None:
+            assert projected.message_count == len(values.get("messages", []))
+
+    async def finish(self) -> Trace:
+        for snap in await self.history():
+            self.trace.append(("history", snapshot_trace(snap)))
+        return self.trace
+
+
+Scenario = Callable[[BaseCheckpointSaver[Any], bool], Awaitable[Trace]]
+
+
+def human(i: int, text: str) -> HumanMessage:
+    return HumanMessage(id=f"h{i}", content=text)
+
+
+async def scenario_interrupt_and_resume(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
+    """A node asks for approval with interrupt(); Command(resume=...) continues it."""
+
+    def plan(state: STMState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {
+            "goal": "refund order 42",
+            "plan": [{"id": "s1", "task": "check order"}, {"id": "s2", "task": "refund"}],
+            "messages": [AIMessage(id=f"plan-{n}", content="planning")],
+        }
+
+    def approve(state: STMState) -> dict[str, Any]:
+        answer = interrupt({"question": "refund?", "count": len(state["messages"])})
+        return {
+            "plan": {"id": "s2", "status": "done"},
+            "messages": [AIMessage(id=f"done-{answer}", content=f"answer: {answer}")],
+        }
+
+    graph = (
+        StateGraph(STMState)
+        .add_node(plan)
+        .add_node(approve)
+        .add_edge(START, "plan")
+        .add_edge("plan", "approve")
+        .compile(checkpointer=saver)
+    )
+    run = Runner(graph, saver, is_async)
+    await run.invoke({"messages": [human(1, "refund please")]})
+    await run.invoke(Command(resume="yes"))
+    await run.invoke({"messages": [human(2, "and another")]})
+    await run.invoke(Command(resume="no"))
+    return await run.finish()
+
+
+class Fanout(STMState, total=False):
+    visits: Annotated[list[str], operator.add]
+
+
+async def scenario_parallel_nodes(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
+    """Two branches run in the same step and a Send fan-out; all append messages."""
+
+    def left(state: Fanout) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(id=f"left-{n}", content="left")], "visits": ["left"]}
+
+    def right(state: Fanout) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(id=f"right-{n}", content="right")], "visits": ["right"]}
+
+    def worker(arg: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(id=f"w-{arg['i']}-{arg['n']}", content="w")]}
+
+    def fan(state: Fanout) -> list[Send]:
+        return [Send("worker", {"i": i, "n": len(state["messages"])}) for i in range(3)]
+
+    def join(state: Fanout) -> dict[str, Any]:
+        return {"goal": f"joined {len(state['messages'])}"}
+
+    graph = (
+        StateGraph(Fanout)
+        .add_node(left)
+        .add_node(right)
+        .add_node("worker", worker)
+        .add_node(join)
+        .add_edge(START, "left")
+        .add_edge(START, "right")
+        .add_conditional_edges("left", fan, ["worker"])
+        .add_edge(["left", "right"], "join")
+        .add_edge("worker", "join")
+        .compile(checkpointer=saver)
+    )
+    run = Runner(graph, saver, is_async)
+    for i in range(3):
+        await run.invoke({"messages": [human(i, f"turn {i}")]})
+    return await run.finish()
+
+
+async def scenario_subgraph_namespaces(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
+    """A subgraph writes messages under its own checkpoint namespace and interrupts."""
+
+    def draft(state: STMState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(id=f"draft-{n}", content="draft")]}
+
+    def review(state: STMState) -> dict[str, Any]:
+        verdict = interrupt("review the draft")
+        n = len(state["messages"])
+        return {"messages": [AIMessage(id=f"review-{n}", content=verdict)], "goal": verdict}
+
+    child = (
+        StateGraph(STMState)
+        .add_node(draft)
+        .add_node(review)
+        .add_edge(START, "draft")
+        .add_edge("draft", "review")
+        .compile()
+    )
+    graph = (
+        StateGraph(STMState)
+        .add_node("child", child)
+        .add_edge(START, "child")
+        .compile(checkpointer=saver)
+    )
+    run = Runner(graph, saver, is_async)
+    await run.invoke({"messages": [human(1, "write it")]})
+    await run.invoke(Command(resume="looks good"))
+    await run.invoke({"messages": [human(2, "again")]})
+    await run.invoke(Command(resume="ship it"))
+    return await run.finish()
+
+
+async def scenario_update_state_and_fork(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
+    """update_state edits, removes and forks; time travel replays from an old checkpoint."""
+
+    def reply(state: STMState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(id=f"ai-{n}", content=f"reply to {n}")]}
+
+    graph = (
+        StateGraph(STMState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
+    )
+    run = Runner(graph, saver, is_async)
+    for i in range(4):
+        await run.invoke({"messages": [human(i, f"q{i}")]})
+    # Edit a message in place (same id, new content) and remove another.
+    await run.update(
+        run.config,
+        {"messages": [HumanMessage(id="h1", content="q1 edited"), RemoveMessage(id="ai-3")]},
+        as_node="reply",
+    )
+    await run.update(run.config, {"constraints": [{"id": "c1", "text": "be brief"}]})
+    # Fork from an early checkpoint and continue the fork.
+    history = await run.history()
+    early = next(s for s in reversed(history) if len(s.values.get("messages", [])) == 2)
+    fork = await run.update(early.config, {"goal": "forked"}, as_node="reply")
+    await run.invoke({"messages": [human(9, "on the fork")]}, fork)
+    # Replay from an old checkpoint without new input.
+    replay = next(s for s in reversed(history) if s.next == ("reply",))
+    await run.invoke(None, replay.config)
+    return await run.finish()
+
+
+def add_messages_batch(current: list[AnyMessage], batches: Sequence[Any]) -> list[AnyMessage]:
+    """DeltaChannel reducer: add_messages over a batch of writes."""
+    result = current
+    for batch in batches:
+        result = add_messages(result, batch)  # type: ignore[assignment]
+    return result
+
+
+class DeltaState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], DeltaChannel(add_messages_batch, snapshot_frequency=3)]
+    goal: str | None
+
+
+async def scenario_delta_channel(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
+    """A graph whose messages use DeltaChannel keeps working, snapshots included."""
+
+    def reply(state: DeltaState) -> dict[str, Any]:
+        n = len(state.get("messages", []))
+        return {"messages": [AIMessage(id=f"ai-{n}", content=f"reply {n}")], "goal": f"g{n}"}
+
+    graph = (
+        StateGraph(DeltaState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
+    )
+    run = Runner(graph, saver, is_async)
+    for i in range(6):
+        await run.invoke({"messages": [human(i, f"q{i}")]})
+    await run.update(run.config, {"messages": [RemoveMessage(id="h0")]}, as_node="reply")
+    return await run.finish()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "interrupt-resume": scenario_interrupt_and_resume,
+    "parallel-nodes": scenario_parallel_nodes,
+    "subgraph-namespaces": scenario_subgraph_namespaces,
+    "update-state-fork": scenario_update_state_and_fork,
+    "delta-channel": scenario_delta_channel,
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_graph_behaves_identically_with_and_without_stm_saver(
+    backend: str, scenario: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The same scenario gives the same trace with the plain saver and with STMSaver."""
+    is_async = backend.endswith("async")
+    traces = []
+    for wrapped in (False, True):
+        async with open_saver(backend, wrapped, tmp_path, request) as saver:
+            traces.append(await SCENARIOS[scenario](saver, is_async))
+    plain, stm = traces
+    assert len(plain) == len(stm)
+    for i, (a, b) in enumerate(zip(plain, stm, strict=True)):
+        assert a == b, f"trace entry {i} differs"

@@ -1,0 +1,465 @@
+"""STMSaver on real backends: linear storage, the projection, deletion and failures.
+
+Sync tests run over InMemorySaver, SqliteSaver and PostgresSaver; the async twins over
+AsyncSqliteSaver and AsyncPostgresSaver. Databases are real (a file per test, a fresh
+PostgreSQL database per test).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+
+from langgraph_stm import STMState
+from langgraph_stm.checkpoint import STMSaver
+from langgraph_stm.checkpoint._codec import is_marker
+
+SYNC_BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+ASYNC_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextmanager
+def open_sync(backend: str, request: pytest.FixtureRequest) -> Iterator[STMSaver]:
+    if backend == "memory":
+        yield STMSaver(InMemorySaver())
+    elif backend == "sqlite":
+        with STMSaver.from_sqlite(request.getfixturevalue("sqlite_path")) as saver:
+            saver.setup()
+            yield saver
+    else:
+        with STMSaver.from_postgres(request.getfixturevalue("postgres_uri")) as saver:
+            saver.setup()
+            yield saver
+
+
+@asynccontextmanager
+async def open_async(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[STMSaver]:
+    if backend == "sqlite":
+        async with STMSaver.from_async_sqlite(request.getfixturevalue("sqlite_path")) as saver:
+            await saver.asetup()
+            yield saver
+    else:
+        uri = request.getfixturevalue("postgres_uri")
+        async with STMSaver.from_async_postgres(uri) as saver:
+            await saver.asetup()
+            yield saver
+
+
+def agent(saver: BaseCheckpointSaver[Any]) -> Any:
+    def reply(state: STMState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {
+            "messages": [AIMessage(id=f"ai-{n}", content=f"answer {n} " + "x" * 400)],
+            "goal": f"goal after {n}",
+            "plan": [{"id": "s1", "task": f"step {n}"}],
+        }
+
+    return StateGraph(STMState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
+
+
+def turn(i: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(id=f"h-{i}", content=f"question {i} " + "y" * 400)]}
+
+
+def config(thread_id: str = "t1") -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def our_row_counts(saver: STMSaver) -> dict[str, int]:
+    """Rows in each of our tables (or in-memory dicts)."""
+    store: Any = saver.store
+    if hasattr(store, "bodies"):
+        return {
+            "bodies": len(store.bodies),
+            "lists": len(store.lists),
+            "threads": len(store.projections),
+        }
+    tables = {
+        "bodies": "stm_message_bodies",
+        "lists": "stm_message_lists",
+        "threads": "stm_threads",
+    }
+    conn = saver.inner.conn  # type: ignore[attr-defined]
+    if isinstance(conn, sqlite3.Connection):
+        return {
+            k: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for k, t in tables.items()
+        }
+    return {
+        k: conn.execute(f"SELECT COUNT(*) AS n FROM {t}").fetchone()["n"] for k, t in tables.items()
+    }
+
+
+@pytest.mark.parametrize("backend", SYNC_BACKENDS)
+class TestLinearStorage:
+    """Message lists are stored once per thread and restored exactly."""
+
+    def test_inner_saver_stores_references_not_messages(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """What the inner saver holds for ``messages`` is a small reference."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(3):
+                graph.invoke(turn(i), config())
+            raw = saver.inner.get_tuple(config())
+            assert raw is not None
+            assert is_marker(raw.checkpoint["channel_values"]["messages"])
+            restored = saver.get_tuple(config())
+            assert restored is not None
+            assert [m.id for m in restored.checkpoint["channel_values"]["messages"]] == [
+                "h-0", "ai-1", "h-1", "ai-3", "h-2", "ai-5"
+            ]  # fmt: skip
+
+    def test_each_message_body_is_stored_once(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Ten turns, three checkpoints each, twenty messages: twenty bodies."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(10):
+                graph.invoke(turn(i), config())
+            assert our_row_counts(saver)["bodies"] == 20
+
+    def test_history_is_restored_for_every_checkpoint(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """get_state_history sees the message list each checkpoint had."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(4):
+                graph.invoke(turn(i), config())
+            lengths = [len(s.values.get("messages", [])) for s in graph.get_state_history(config())]
+            assert lengths == [8, 7, 6, 6, 5, 4, 4, 3, 2, 2, 1, 0]
+
+    def test_delete_thread_removes_every_row(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Deletion is complete: checkpoints, bodies, lists and projection."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(3):
+                graph.invoke(turn(i), config("gone"))
+            graph.invoke(turn(0), config("kept"))
+            saver.delete_thread("gone")
+            assert saver.get_tuple(config("gone")) is None
+            assert saver.get_thread_state("gone") is None
+            assert list(our_row_counts(saver).values()) == [2, 2, 1]
+            graph.invoke(turn(5), config("gone"))
+            assert len(graph.get_state(config("gone")).values["messages"]) == 2
+
+    def test_list_first_stored_as_delta_can_become_a_snapshot(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """With nothing cached (a new process), re-writing a stored list makes it a snapshot
+        that the next delta can use as its base."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(2):
+                graph.invoke(turn(i), config())
+            latest = saver.get_tuple(config())
+            assert latest is not None
+            saver.codec.forget_threads()
+            messages = latest.checkpoint["channel_values"]["messages"]
+            cfg = latest.config
+            version = latest.checkpoint["channel_versions"]["messages"]
+            for extra in ([], [AIMessage(id="extra", content="appended")]):
+                checkpoint = {**latest.checkpoint, "id": str(uuid6()), "channel_values": {
+                    "messages": [*messages, *extra]
+                }}  # fmt: skip
+                version = saver.get_next_version(version, None)
+                checkpoint["channel_versions"] = {"messages": version}
+                cfg = saver.put(cfg, checkpoint, latest.metadata, {"messages": version})  # type: ignore[arg-type]
+            restored = saver.get_tuple(cfg)
+            assert restored is not None
+            ids = [m.id for m in restored.checkpoint["channel_values"]["messages"]]
+            assert ids == ["h-0", "ai-1", "h-1", "ai-3", "extra"]
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_bytes_per_turn_stay_flat(backend: str, request: pytest.FixtureRequest) -> None:
+    """The deterministic part of the storage target: turn 120 costs what turn 20 does.
+
+    Counts the bytes of every stored value (checkpoints, writes, blobs and our rows), so
+    the result does not depend on page allocation.
+    """
+    with open_sync(backend, request) as saver:
+        graph = agent(saver)
+        sizes = []
+        for i in range(120):
+            graph.invoke(turn(i), config())
+            if i + 1 in (20, 40, 100, 120):
+                sizes.append(stored_bytes(saver))
+        early = (sizes[1] - sizes[0]) / 20
+        late = (sizes[3] - sizes[2]) / 20
+        assert late <= 1.25 * early, (early, late)
+
+
+def stored_bytes(saver: STMSaver) -> int:
+    """Bytes of every stored value of the thread, ours and the inner saver's."""
+    conn: Any = saver.inner.conn  # type: ignore[attr-defined]
+    if isinstance(conn, sqlite3.Connection):
+        queries = [
+            "SELECT SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints",
+            "SELECT SUM(LENGTH(value)) FROM writes",
+            "SELECT SUM(LENGTH(body)) FROM stm_message_bodies",
+            "SELECT SUM(LENGTH(ops)) FROM stm_message_lists",
+            "SELECT SUM(LENGTH(state)) FROM stm_threads",
+        ]
+        return sum(conn.execute(q).fetchone()[0] or 0 for q in queries)
+    queries = [
+        "SELECT SUM(pg_column_size(checkpoint) + pg_column_size(metadata)) AS n FROM checkpoints",
+        "SELECT SUM(LENGTH(blob)) AS n FROM checkpoint_blobs",
+        "SELECT SUM(LENGTH(blob)) AS n FROM checkpoint_writes",
+        "SELECT SUM(LENGTH(body)) AS n FROM stm_message_bodies",
+        "SELECT SUM(LENGTH(ops)) AS n FROM stm_message_lists",
+        "SELECT SUM(pg_column_size(state)) AS n FROM stm_threads",
+    ]
+    return int(sum(conn.execute(q).fetchone()["n"] or 0 for q in queries))
+
+
+@pytest.mark.parametrize("backend", SYNC_BACKENDS)
+class TestProjection:
+    """get_thread_state / list_threads read the projection and repair it when needed."""
+
+    def test_projection_matches_state_after_every_turn(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Goal, plan, message count and checkpoint id follow the latest checkpoint."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(3):
+                graph.invoke(turn(i), config())
+                snap = graph.get_state(config())
+                state = saver.get_thread_state("t1")
+                assert state is not None
+                assert state.goal == snap.values["goal"]
+                assert state.plan == snap.values["plan"]
+                assert state.message_count == len(snap.values["messages"])
+                assert state.checkpoint_id == snap.config["configurable"]["checkpoint_id"]
+
+    def test_deleted_projection_is_rebuilt_on_read(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """A missing projection row is rebuilt from the latest checkpoint."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            graph.invoke(turn(0), config())
+            before = saver.get_thread_state("t1")
+            saver.store.delete_projection("t1")
+            assert saver.get_thread_state("t1") == before
+            assert our_row_counts(saver)["threads"] == 1
+
+    def test_stale_projection_is_rebuilt_on_read(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """A checkpoint written without the wrapper (a crash between writes) is noticed."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            graph.invoke(turn(0), config())
+            agent(saver.inner).update_state(config(), {"goal": "written behind our back"})
+            state = saver.get_thread_state("t1")
+            assert state is not None
+            assert state.goal == "written behind our back"
+            assert state.message_count == 2
+            [listed] = saver.list_threads()
+            assert listed == state
+
+    def test_list_threads_filters_and_pages(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Newest first; filter by update time; limit and offset page through."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for name in ("a", "b", "c"):
+                graph.invoke(turn(0), config(name))
+            threads = saver.list_threads()
+            assert [t.thread_id for t in threads] == ["c", "b", "a"]
+            middle = threads[1].updated_at
+            assert [t.thread_id for t in saver.list_threads(updated_after=middle)] == ["c"]
+            assert [t.thread_id for t in saver.list_threads(updated_before=middle)] == ["a"]
+            pages = [saver.list_threads(limit=2, offset=o) for o in (0, 2)]
+            assert [[t.thread_id for t in p] for p in pages] == [["c", "b"], ["a"]]
+
+    def test_threads_without_checkpoints_have_no_state(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Unknown threads read as None and are not listed."""
+        with open_sync(backend, request) as saver:
+            assert saver.get_thread_state("nobody") is None
+            assert saver.list_threads() == []
+
+
+@pytest.mark.parametrize("backend", ASYNC_BACKENDS)
+class TestAsyncTwins:
+    """The async methods forward to the async inner savers and read the same projection."""
+
+    async def test_async_graph_projection_and_deletion(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """ainvoke, aget_thread_state, alist_threads and adelete_thread work together."""
+        async with open_async(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(3):
+                await graph.ainvoke(turn(i), config())
+            state = await saver.aget_thread_state("t1")
+            assert state is not None
+            assert state.message_count == 6
+            assert [t.thread_id for t in await saver.alist_threads()] == ["t1"]
+            history = [s async for s in graph.aget_state_history(config())]
+            assert len(history) == 9
+            await saver.adelete_thread("t1")
+            assert await saver.aget_thread_state("t1") is None
+            assert await saver.aget_tuple(config()) is None
+
+    async def test_sync_methods_of_an_async_saver_say_what_to_use(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """No hidden bridge: sync calls on an async backend raise NotImplementedError."""
+        async with open_async(backend, request) as saver:
+            with pytest.raises(NotImplementedError, match="async"):
+                saver.get_thread_state("t1")
+
+
+class TestFailures:
+    """Errors from the inner saver propagate unchanged and leave nothing half-written."""
+
+    def test_sqlite_error_rolls_back_our_rows(self, sqlite_path: Path) -> None:
+        """If the inner put raises, our staged rows and projection are rolled back."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        class Failing(SqliteSaver):
+            fail = False
+
+            def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
+                if self.fail:
+                    raise sqlite3.OperationalError("disk I/O error")
+                return super().put(*args, **kwargs)
+
+        conn = sqlite3.connect(sqlite_path, check_same_thread=False)
+        inner = Failing(conn)
+        saver = STMSaver(inner)
+        saver.setup()
+        graph = agent(saver)
+        graph.invoke(turn(0), config())
+        before = our_row_counts(saver), saver.get_thread_state("t1")
+        inner.fail = True
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            graph.invoke(turn(1), config())
+        assert (our_row_counts(saver), saver.get_thread_state("t1")) == before
+        inner.fail = False
+        graph.invoke(turn(2), config())
+        ids = [m.id for m in graph.get_state(config()).values["messages"]]
+        assert ids == ["h-0", "ai-1", "h-2", "ai-3"]
+        conn.close()
+
+    def test_memory_error_keeps_projection_and_cache(self) -> None:
+        """A failing put keeps the projection and does not teach the cache anything."""
+
+        class Failing(InMemorySaver):
+            fail = False
+
+            def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
+                if self.fail:
+                    raise KeyError("boom")
+                return super().put(*args, **kwargs)
+
+        inner = Failing()
+        saver = STMSaver(inner)
+        graph = agent(saver)
+        graph.invoke(turn(0), config())
+        before = saver.get_thread_state("t1")
+        inner.fail = True
+        with pytest.raises(KeyError, match="boom"):
+            graph.invoke(turn(1), config())
+        assert saver.get_thread_state("t1") == before
+        inner.fail = False
+        graph.invoke(turn(2), config())
+        assert len(graph.get_state(config()).values["messages"]) == 4
+
+
+@pytest.mark.postgres
+def test_postgres_prune_delete_removes_our_rows(postgres_uri: str) -> None:
+    """prune(strategy="delete") is forwarded and deletes our rows of those threads."""
+    with STMSaver.from_postgres(postgres_uri) as saver:
+        saver.setup()
+        graph = agent(saver)
+        graph.invoke(turn(0), config("a"))
+        graph.invoke(turn(0), config("b"))
+        saver.prune(["a"], strategy="delete")  # type: ignore[attr-defined]
+        assert saver.get_thread_state("a") is None
+        assert our_row_counts(saver) == {"bodies": 2, "lists": 2, "threads": 1}
+        saver.prune(["b"])  # type: ignore[attr-defined]
+        assert len(graph.get_state(config("b")).values["messages"]) == 2
+
+
+@pytest.mark.postgres
+def test_postgres_error_propagates_and_projection_recovers(postgres_uri: str) -> None:
+    """A failing checkpoint write raises the driver's error; reads still see the old state."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    class Failing(PostgresSaver):
+        fail = False
+
+        def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
+            if self.fail:
+                raise psycopg.errors.DiskFull("could not extend file")
+            return super().put(*args, **kwargs)
+
+    with psycopg.Connection.connect(postgres_uri, autocommit=True, row_factory=dict_row) as conn:
+        inner = Failing(conn)
+        saver = STMSaver(inner)
+        saver.setup()
+        graph = agent(saver)
+        graph.invoke(turn(0), config())
+        before = saver.get_thread_state("t1")
+        inner.fail = True
+        with pytest.raises(psycopg.errors.DiskFull):
+            graph.invoke(turn(1), config())
+        assert saver.get_thread_state("t1") == before
+        assert saver.list_threads() == [before]
+        inner.fail = False
+        graph.invoke(turn(2), config())
+        assert len(graph.get_state(config()).values["messages"]) == 4
+
+
+def test_copy_thread_is_exposed_when_the_inner_saver_has_it() -> None:
+    """copy_thread copies our rows too, so the copy outlives its source."""
+
+    class Copying(InMemorySaver):
+        def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+            for ns, checkpoints in self.storage[source_thread_id].items():
+                self.storage[target_thread_id][ns] = dict(checkpoints)
+            for (t, ns, ch, v), blob in list(self.blobs.items()):
+                if t == source_thread_id:
+                    self.blobs[(target_thread_id, ns, ch, v)] = blob
+            for (t, ns, cid), writes in list(self.writes.items()):
+                if t == source_thread_id:
+                    self.writes[(target_thread_id, ns, cid)] = dict(writes)
+
+    saver = STMSaver(Copying())
+    graph = agent(saver)
+    for i in range(2):
+        graph.invoke(turn(i), config("source"))
+    saver.copy_thread("source", "copy")  # type: ignore[attr-defined]
+    saver.delete_thread("source")
+    assert [m.id for m in graph.get_state(config("copy")).values["messages"]] == [
+        "h-0", "ai-1", "h-1", "ai-3"
+    ]  # fmt: skip
+    state = saver.get_thread_state("copy")
+    assert state is not None
+    assert state.message_count == 4

@@ -1,0 +1,155 @@
+"""Linear storage codec: content-addressed bodies, snapshot and delta list records."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_stm.checkpoint._codec import (
+    MARKER_KEY,
+    Encoded,
+    MessageCodec,
+    decode_ops,
+    encode_ops,
+    expand_all,
+    is_marker,
+    is_message_list,
+    msgpack_array,
+    split_digests,
+)
+
+SERDE = JsonPlusSerializer()
+KEY = ("t1", "", "messages")
+
+
+def conversation(n: int) -> list[BaseMessage]:
+    return [
+        HumanMessage(id=f"h{i}", content=f"q{i}")
+        if i % 2 == 0
+        else AIMessage(id=f"a{i}", content=f"r{i}")
+        for i in range(n)
+    ]
+
+
+def encode(codec: MessageCodec, messages: list[BaseMessage], install: bool = True) -> Encoded:
+    enc = codec.encode(SERDE, "t1", "", {"messages": messages}, None)
+    if install:
+        codec.install(enc.updates)
+    return enc
+
+
+def rebuild(encodings: list[Encoded], marker: dict[str, object]) -> list[BaseMessage]:
+    rows = {r.digest: r for e in encodings for r in e.lists}
+    bodies = {b.digest: (b.type, b.data) for e in encodings for b in e.bodies}
+    digest = bytes.fromhex(str(marker["list"]))
+    expanded, _ = expand_all(rows, [digest])
+    return [SERDE.loads_typed(bodies[d]) for d in expanded[digest][0]]
+
+
+class TestOps:
+    """The binary list operations."""
+
+    def test_ranges_and_literals_round_trip(self) -> None:
+        """Copy ranges come from the snapshot, literals are added in place."""
+        base = [bytes([i]) * 16 for i in range(5)]
+        new = b"\xff" * 16
+        ops = encode_ops([(0, 2), new, (3, 5)])
+        assert decode_ops(ops, base) == [base[0], base[1], new, base[3], base[4]]
+
+    def test_snapshot_is_plain_concatenation(self) -> None:
+        """A snapshot record is the digests back to back."""
+        digests = [bytes([i]) * 16 for i in range(3)]
+        assert split_digests(b"".join(digests)) == digests
+
+    def test_msgpack_array_headers_decode_as_lists(self) -> None:
+        """Separately serialized bodies decode as one list for every array header size."""
+        for n in (0, 15, 16, 70_000):
+            payloads = [SERDE.dumps_typed(i)[1] for i in range(n)]
+            assert SERDE.loads_typed(("msgpack", msgpack_array(payloads))) == list(range(n))
+
+
+class TestEncode:
+    """Encoding message lists into references and rows."""
+
+    def test_only_message_lists_are_replaced(self) -> None:
+        """Other channel values, empty lists and mixed lists pass through unchanged."""
+        codec = MessageCodec()
+        values = {"messages": conversation(2), "goal": "g", "empty": [], "mixed": [1, "x"]}
+        enc = codec.encode(SERDE, "t1", "", values, None)
+        assert is_marker(enc.values["messages"])
+        assert enc.values["goal"] == "g"
+        assert enc.values["empty"] == []
+        assert enc.values["mixed"] == [1, "x"]
+        assert not is_message_list([])
+        assert not is_message_list(("a",))
+
+    def test_each_body_is_written_once(self) -> None:
+        """Appending to a list stores only the new messages."""
+        codec = MessageCodec()
+        messages = conversation(4)
+        first = encode(codec, messages)
+        second = encode(codec, [*messages, AIMessage(id="a4", content="new")])
+        assert len(first.bodies) == 4
+        assert [b.message_id for b in second.bodies] == ["a4"]
+
+    def test_replaced_message_is_a_new_body(self) -> None:
+        """A message replaced by id (add_messages semantics) is stored again."""
+        codec = MessageCodec()
+        messages = conversation(3)
+        first = encode(codec, messages)
+        edited = [messages[0], AIMessage(id="a1", content="edited"), messages[2]]
+        enc = encode(codec, edited)
+        assert [b.message_id for b in enc.bodies] == ["a1"]
+        rebuilt = rebuild([first, enc], enc.values["messages"])
+        assert [m.content for m in rebuilt] == ["q0", "edited", "q2"]
+
+    def test_lists_round_trip_through_deltas_and_snapshots(self) -> None:
+        """Every list, delta or snapshot, rebuilds exactly, including removals."""
+        codec = MessageCodec(delta_limit=4)
+        encodings: list[Encoded] = []
+        messages: list[BaseMessage] = []
+        for i in range(30):
+            messages = [*messages, HumanMessage(id=f"m{i}", content=str(i))]
+            if i % 7 == 6:
+                messages = messages[2:]
+            enc = encode(codec, messages)
+            encodings.append(enc)
+            assert rebuild(encodings, enc.values["messages"]) == messages
+        kinds = {row.base is None for e in encodings for row in e.lists}
+        assert kinds == {True, False}
+
+    def test_deltas_point_at_snapshots_only(self) -> None:
+        """A read needs at most two list records, however long the thread."""
+        codec = MessageCodec(delta_limit=8)
+        encodings = [encode(codec, conversation(n)) for n in range(1, 60)]
+        snapshots = {r.digest for e in encodings for r in e.lists if r.base is None}
+        assert all(r.base in snapshots for e in encodings for r in e.lists if r.base)
+
+    def test_failed_write_teaches_the_cache_nothing(self) -> None:
+        """Bodies of a write that was not installed are written again next time."""
+        codec = MessageCodec()
+        messages = conversation(3)
+        encode(codec, messages, install=False)
+        again = encode(codec, messages)
+        assert len(again.bodies) == 3
+
+    def test_marker_is_small_and_namespaced(self) -> None:
+        """The reference holds a digest and a count, under our own key."""
+        enc = encode(MessageCodec(), conversation(50))
+        marker = enc.values["messages"]
+        assert set(marker) == {MARKER_KEY, "list", "n"}
+        assert marker["n"] == 50
+
+
+def test_a_list_with_a_non_message_inside_is_left_alone() -> None:
+    """Only lists made entirely of messages are replaced by a reference."""
+    codec = MessageCodec()
+    value = [
+        HumanMessage(id="a", content="x"),
+        {"not": "a message"},
+        AIMessage(id="b", content="y"),
+    ]
+    enc = codec.encode(SERDE, "t1", "", {"messages": value}, None)
+    assert enc.values["messages"] is value
+    assert enc.bodies == []
+    assert enc.lists == []

@@ -1,0 +1,96 @@
+"""What STMSaver relies on, checked so that a dependency change fails loudly here.
+
+STMSaver uses no private LangGraph names. It does rely on these public parts of the
+inner savers, and on their table layout, to write our rows on the same connection and
+to find a thread's latest checkpoint without deserializing it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+
+import langgraph_stm
+from langgraph_stm.checkpoint import STMSaver
+
+
+class TestImports:
+    """Importing the package never imports a database driver."""
+
+    def test_top_level_import_stays_light(self) -> None:
+        """psycopg, aiosqlite and the sqlite/postgres savers are imported lazily."""
+        code = (
+            "import sys, langgraph_stm, langgraph_stm.checkpoint\n"
+            "heavy = [m for m in sys.modules if m.split('.')[0] in ('psycopg', 'aiosqlite')\n"
+            "         or m.startswith(('langgraph.checkpoint.sqlite',"
+            " 'langgraph.checkpoint.postgres', 'langgraph_stm.checkpoint.sqlite',"
+            " 'langgraph_stm.checkpoint.postgres'))]\n"
+            "print(heavy)\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        assert out.strip() == "[]"
+
+    def test_saver_is_re_exported(self) -> None:
+        """STMSaver and ThreadState are part of the top-level API."""
+        assert langgraph_stm.STMSaver is STMSaver
+        assert {"STMSaver", "ThreadState"} <= set(langgraph_stm.__all__)
+
+
+class TestInnerSaverContract:
+    """The public attributes and tables of the inner savers that our stores use."""
+
+    def test_in_memory_saver_exposes_storage(self) -> None:
+        """``storage[thread_id][checkpoint_ns]`` maps checkpoint ids (latest = max)."""
+        saver = InMemorySaver()
+        assert isinstance(saver.storage, dict)
+
+    def test_sqlite_saver_connection_lock_and_table(self, sqlite_path: Path) -> None:
+        """``conn``, ``lock``, ``setup()`` and ``checkpoints(thread_id, checkpoint_ns, ...)``."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        saver = SqliteSaver(sqlite3.connect(sqlite_path, check_same_thread=False))
+        saver.setup()
+        assert isinstance(saver.conn, sqlite3.Connection)
+        assert hasattr(saver.lock, "acquire")
+        columns = {r[1] for r in saver.conn.execute("PRAGMA table_info(checkpoints)")}
+        assert {"thread_id", "checkpoint_ns", "checkpoint_id"} <= columns
+        saver.conn.close()
+
+    async def test_async_sqlite_saver_connection_and_lock(self, sqlite_path: Path) -> None:
+        """``conn`` (aiosqlite), an asyncio ``lock`` and an async ``setup()``."""
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(sqlite_path)) as saver:
+            await saver.setup()
+            assert hasattr(saver.conn, "execute")
+            assert hasattr(saver.lock, "acquire")
+
+    @pytest.mark.postgres
+    def test_postgres_saver_connection_lock_and_table(self, postgres_uri: str) -> None:
+        """``conn`` (connection or pool), ``lock`` and the ``checkpoints`` table."""
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(postgres_uri) as saver:
+            saver.setup()
+            assert hasattr(saver.lock, "acquire")
+            rows = saver.conn.execute(  # type: ignore[union-attr]
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = 'checkpoints'"
+            ).fetchall()
+            assert {"thread_id", "checkpoint_ns", "checkpoint_id"} <= {
+                r["column_name"] for r in rows
+            }
+
+    def test_optional_capabilities_are_detected_by_override(self) -> None:
+        """The conformance suite detects capabilities by overridden methods; so do we."""
+        assert getattr(type(STMSaver(InMemorySaver())), "aprune") is getattr(  # noqa: B009
+            BaseCheckpointSaver, "aprune"
+        )

@@ -4,8 +4,17 @@ A channel value that is a list of LangChain messages is replaced, before the inn
 saver sees it, by a small *reference* (a plain dict, so every serde round-trips it).
 What the reference points at lives in our own tables:
 
-- **bodies**: each message serialized once per thread and namespace, keyed by a
-  16-byte digest of its serialized form (so an edited message is a new body);
+- **bodies**: each message serialized once per thread and namespace, identified by a
+  16-byte digest of its serialized form (so an edited message is a new body). A new
+  body is first stored *loose* (a row of its own); once a thread and namespace have
+  :data:`PACK_SIZE` loose bodies, the write that adds the last one moves them into
+  one *pack* (:class:`PackRow`: their digests, end offsets and payloads, the payload
+  itself a msgpack array, in list order). A read fetches every pack and loose body of
+  the thread and namespace in one range query, about N / PACK_SIZE + PACK_SIZE rows
+  for N messages. When a list is a run of whole segments (an append-only thread),
+  :meth:`BodySet.assemble` hands each pack to ``loads_typed`` as stored: no body is
+  touched in Python and no buffer is copied; other lists (trimmed, edited, forked)
+  are cut out of the packs in runs;
 - **lists**: one record per distinct list, keyed by the digest of its body digests.
   A record is either a *snapshot* (every body digest, in order) or a *delta* against
   a snapshot (ranges copied from the snapshot plus new digests). A delta always
@@ -13,8 +22,8 @@ What the reference points at lives in our own tables:
   records and one batch of bodies, however long the thread is.
 
 Everything is content-addressed, so writes are idempotent: writing the same rows
-twice, or leaving rows behind after a failed checkpoint write, never changes what a
-read returns.
+twice, packing the same bodies twice (two writers at once), or leaving rows behind
+after a failed checkpoint write, never changes what a read returns.
 """
 
 from __future__ import annotations
@@ -34,12 +43,17 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 __all__ = [
     "MARKER_KEY",
     "MARKER_VERSION",
+    "PACK_SIZE",
     "BodyRow",
+    "BodySet",
     "ListRow",
     "MessageCodec",
+    "PackRow",
+    "Unit",
     "decode_ops",
     "encode_ops",
     "is_marker",
+    "make_pack",
     "message_digest",
     "msgpack_array",
 ]
@@ -50,9 +64,12 @@ MARKER_VERSION = "messages/1"
 """Format of the reference dict and of the list records it points at."""
 
 DIGEST_SIZE = 16
+PACK_SIZE = 32
+"""Loose bodies of a thread and namespace that a write moves into one pack."""
 _RANGE = b"R"
 _LITERAL = b"L"
 _RANGE_STRUCT = struct.Struct(">II")
+_DIGEST_STRUCT = struct.Struct(f"{DIGEST_SIZE}s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +84,22 @@ class BodyRow:
     """Serde type tag returned by ``dumps_typed``."""
     data: bytes
     """Serde payload returned by ``dumps_typed``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackRow:
+    """Several bodies of one thread and namespace stored as one row."""
+
+    digest: bytes
+    """Digest of ``digests`` (:func:`list_digest`); the pack's key."""
+    digests: bytes
+    """The bodies' digests, concatenated."""
+    ends: bytes
+    """End offset of each body in ``data`` (big-endian uint32 each)."""
+    types: str
+    """The serde type shared by every body, or one type per body joined by newlines."""
+    data: bytes
+    """The bodies' serde payloads, concatenated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +202,16 @@ def msgpack_array(items: Sequence[bytes]) -> bytes:
         >>> list(msgpack_array([bytes([1]), bytes([2])]))
         [146, 1, 2]
     """
-    n = len(items)
+    return msgpack_array_header(len(items)) + b"".join(items)
+
+
+def msgpack_array_header(n: int) -> bytes:
+    """The msgpack header of an array of ``n`` values (fixarray, array 16, array 32)."""
     if n < 16:
-        header = bytes([0x90 | n])
-    elif n < 1 << 16:
-        header = b"\xdc" + n.to_bytes(2, "big")
-    else:
-        header = b"\xdd" + n.to_bytes(4, "big")
-    return header + b"".join(items)
+        return bytes([0x90 | n])
+    if n < 1 << 16:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
 
 
 def is_marker(value: object) -> bool:
@@ -239,6 +274,11 @@ class Encoded:
     """New list records to store."""
     updates: list[tuple[tuple[str, str, str], _ChannelCache]]
     """Cache entries to install once the write succeeded."""
+    order: list[bytes] = field(default_factory=list)
+    """Body digests of the written lists, in list order (the order packs are made in)."""
+    cold: bool = False
+    """Some bodies were serialized without knowing what is stored (nothing cached for
+    the channel): the store drops those it already has instead of storing them twice."""
 
 
 class MessageCodec:
@@ -333,6 +373,8 @@ class MessageCodec:
             # Not an append: every message of the last list may be reused anywhere.
             last = zip(cached.last_objs, cached.last_digests, strict=True)
             known = {**known, **{id(m): _Known(m, d) for m, d in last}}
+        if cached is None:
+            result.cold = True
         digests = list(cached.last_digests) if cached is not None and prefix else []
         tail = messages[prefix:]
         if not all(isinstance(m, BaseMessage) for m in tail):
@@ -376,6 +418,7 @@ class MessageCodec:
             entry.snapshot_index = {d: i for i, d in enumerate(digests)}
             entry.last_ops = [(0, len(digests))] if digests else []
         result.lists.append(row)
+        result.order.extend(digests)
         result.updates.append((key, entry))
         return {MARKER_KEY: MARKER_VERSION, "list": ldigest.hex(), "n": len(digests)}
 
@@ -449,13 +492,14 @@ def split_digests(blob: bytes) -> list[bytes]:
         >>> split_digests(b"a" * 16 + b"b" * 16)[1]
         b'bbbbbbbbbbbbbbbb'
     """
-    return [blob[i : i + DIGEST_SIZE] for i in range(0, len(blob), DIGEST_SIZE)]
+    return [d for (d,) in _DIGEST_STRUCT.iter_unpack(blob)]
 
 
 def expand_all(
-    rows: Mapping[bytes, ListRow], wanted: Iterable[bytes]
+    rows: Mapping[bytes, ListRow], wanted: Iterable[bytes], *, collect: bool = True
 ) -> tuple[Expanded, set[bytes]]:
-    """Expand the lists ``wanted`` found in ``rows``; also return every body digest they use.
+    """Expand the lists ``wanted`` found in ``rows``; also return every body digest they
+    use (unless ``collect`` is false: a store that reads every body does not need them).
 
     Lists whose record or snapshot is missing are left out; the caller reports them.
     """
@@ -475,5 +519,162 @@ def expand_all(
         base_entries = snapshots[snapshot]
         entries = base_entries if row.base is None else decode_ops(row.ops, base_entries)
         expanded[digest] = (entries, snapshot, base_entries, None if row.base is None else row.ops)
-        bodies.update(entries)
+        if collect:
+            bodies.update(entries)
     return expanded, bodies
+
+
+_END = struct.Struct(">I")
+
+Unit = tuple[str, bytes, int]
+"""What :meth:`BodySet.assemble` returns, decoded one ``loads_typed`` call each:
+``(type, payload, n)`` is a msgpack array of ``n`` bodies, or one body when ``n < 0``."""
+
+
+def make_pack(bodies: Sequence[tuple[bytes, str, bytes]], order: Sequence[bytes]) -> PackRow:
+    """Pack loose ``(digest, type, payload)`` bodies into one row.
+
+    Bodies are laid out in the order their digests have in ``order`` (the list being
+    written), the others after them by digest, so that an append-only thread's list is
+    a run of whole packs. When every body is msgpack, ``data`` is itself a msgpack array
+    (:func:`msgpack_array`), so a read decodes a whole pack in place, without copying.
+
+    Example:
+        >>> a, b = (b"a" * 16, "msgpack", b"\\x01"), (b"b" * 16, "msgpack", b"\\x02")
+        >>> pack = make_pack([b, a], [b"a" * 16, b"b" * 16])
+        >>> pack.data, pack.types, split_digests(pack.digests)[0]
+        (b'\\x92\\x01\\x02', 'msgpack', b'aaaaaaaaaaaaaaaa')
+    """
+    rank = {d: i for i, d in enumerate(order)}
+    last = len(rank)
+    ordered = sorted(bodies, key=lambda b: (rank.get(b[0], last), b[0]))
+    header = msgpack_array_header(len(ordered))
+    ends = bytearray()
+    end = len(header)
+    for _, _, data in ordered:
+        end += len(data)
+        ends += _END.pack(end)
+    types = {t for _, t, _ in ordered}
+    digests = b"".join(d for d, _, _ in ordered)
+    return PackRow(
+        digest=hashlib.blake2b(digests, digest_size=DIGEST_SIZE).digest(),
+        digests=digests,
+        ends=bytes(ends),
+        types=types.pop() if len(types) == 1 else "\n".join(t for _, t, _ in ordered),
+        data=header + b"".join(data for _, _, data in ordered),
+    )
+
+
+class BodySet:
+    """The bodies a read fetched: packs and loose bodies (one segment each).
+
+    Example:
+        >>> bodies = BodySet()
+        >>> a, b = (b"a" * 16, "msgpack", b"\\x01"), (b"b" * 16, "msgpack", b"\\x02")
+        >>> pack = make_pack([a, b], [])
+        >>> bodies.add(pack.digests, pack.ends, pack.types, pack.data)
+        >>> bodies.add(b"c" * 16, None, "msgpack", b"\\x03")
+        >>> bodies.assemble([b"a" * 16, b"b" * 16, b"c" * 16])
+        [('msgpack', b'\\x92\\x01\\x02', 2), ('msgpack', b'\\x03', -1)]
+        >>> bodies.assemble([b"c" * 16, b"b" * 16])
+        [('msgpack', b'\\x03', -1), ('msgpack', b'\\x91\\x02', 1)]
+    """
+
+    __slots__ = ("_index", "_starts", "segments")
+
+    def __init__(self) -> None:
+        self.segments: list[tuple[bytes, bytes | None, str, bytes]] = []
+        self._index: dict[bytes, tuple[int, int]] | None = None
+        self._starts: dict[bytes, tuple[bytes, Unit]] | None = None
+
+    def add(self, digests: bytes, ends: bytes | None, types: str, data: bytes) -> None:
+        """Add one stored segment: a pack (with ``ends``) or one loose body (``ends=None``)."""
+        self.segments.append((digests, ends, types, data))
+        self._index = self._starts = None
+
+    def __len__(self) -> int:
+        return sum(len(s[0]) for s in self.segments) // DIGEST_SIZE
+
+    def assemble(self, entries: Sequence[bytes]) -> list[Unit]:
+        """Return the bodies of ``entries``, in order, as few units to decode as possible.
+
+        When the list is a run of whole segments (an append-only thread) each pack is
+        one unit, used as stored; otherwise runs of consecutive bodies are cut out of
+        their packs. Raises ``KeyError`` when a body is missing.
+        """
+        if not entries:
+            return []
+        blob = b"".join(entries)
+        units = self._whole_segments(blob)
+        return units if units is not None else self._runs(entries, blob)
+
+    def _whole_segments(self, blob: bytes) -> list[Unit] | None:
+        """Walk the list segment by segment; ``None`` as soon as it is not one."""
+        if self._starts is None:
+            # The segment each body digest starts, the longest one when several do.
+            self._starts = {}
+            for digests, ends, types, data in self.segments:
+                if ends is None:
+                    unit: Unit = (types, data, -1)
+                elif types == "msgpack":
+                    unit = (types, data, len(digests) // DIGEST_SIZE)
+                else:
+                    continue
+                first = digests[:DIGEST_SIZE]
+                known = self._starts.get(first)
+                if known is None or len(known[0]) < len(digests):
+                    self._starts[first] = (digests, unit)
+        starts = self._starts
+        units: list[Unit] = []
+        at = 0
+        while at < len(blob):
+            found = starts.get(blob[at : at + DIGEST_SIZE])
+            if found is None or not blob.startswith(found[0], at):
+                return None
+            units.append(found[1])
+            at += len(found[0])
+        return units
+
+    def _runs(self, entries: Sequence[bytes], blob: bytes) -> list[Unit]:
+        if self._index is None:
+            self._index = {}
+            for s, (digests, _, _, _) in enumerate(self.segments):
+                for j in range(0, len(digests), DIGEST_SIZE):
+                    self._index.setdefault(digests[j : j + DIGEST_SIZE], (s, j // DIGEST_SIZE))
+        index = self._index
+        units: list[Unit] = []
+        i = 0
+        while i < len(entries):
+            s, j = index[entries[i]]
+            digests, ends, types, data = self.segments[s]
+            if ends is None:
+                units.append((types, data, -1))
+                i += 1
+                continue
+            # The longest run of entries[i:] that is stored consecutively from body j.
+            count = len(digests) // DIGEST_SIZE
+            run = 1
+            while (
+                j + run < count
+                and i + run < len(entries)
+                and digests[(j + run) * DIGEST_SIZE : (j + run + 1) * DIGEST_SIZE]
+                == blob[(i + run) * DIGEST_SIZE : (i + run + 1) * DIGEST_SIZE]
+            ):
+                run += 1
+            kinds = types.split("\n") if "\n" in types else None
+            begin = (
+                len(msgpack_array_header(count)) if j == 0 else _END.unpack_from(ends, 4 * j - 4)[0]
+            )
+            if kinds is None and types == "msgpack":
+                if j == 0 and run == count:
+                    units.append((types, data, count))
+                else:
+                    end = _END.unpack_from(ends, 4 * (j + run) - 4)[0]
+                    units.append((types, msgpack_array_header(run) + data[begin:end], run))
+            else:
+                for k in range(j, j + run):
+                    end = _END.unpack_from(ends, 4 * k)[0]
+                    units.append((kinds[k] if kinds else types, data[begin:end], -1))
+                    begin = end
+            i += run
+        return units

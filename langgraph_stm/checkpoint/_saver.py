@@ -23,12 +23,13 @@ from langgraph.checkpoint.base import (
 from langgraph_stm._state import validate_update
 from langgraph_stm.checkpoint._codec import (
     BodyRow,
+    BodySet,
     Encoded,
     Expanded,
     ListRow,
     MessageCodec,
+    Unit,
     is_marker,
-    msgpack_array,
 )
 from langgraph_stm.checkpoint._projection import ProjectionRow, ThreadState, format_ts, project
 from langgraph_stm.checkpoint._store import MemoryStore, Store, ThreadQuery
@@ -356,7 +357,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         self,
         tup: CheckpointTuple,
         markers: Mapping[str, bytes],
-        loaded: tuple[Expanded, dict[bytes, tuple[str, bytes]]],
+        loaded: tuple[Expanded, BodySet],
         remember: bool,
     ) -> CheckpointTuple:
         expanded, bodies = loaded
@@ -366,7 +367,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         for channel, digest in markers.items():
             try:
                 entries, snapshot, snapshot_entries, ops = expanded[digest]
-                messages = self._decode([bodies[d] for d in entries])
+                messages = self._decode(bodies.assemble(entries), len(entries))
             except (LookupError, KeyError) as exc:
                 raise LookupError(
                     f"thread {thread_id!r} ns {ns!r} channel {channel!r}: stored message "
@@ -381,13 +382,20 @@ class STMSaver(BaseCheckpointSaver[Any]):
         checkpoint = cast(Checkpoint, {**tup.checkpoint, "channel_values": values})
         return tup._replace(checkpoint=checkpoint)
 
-    def _decode(self, bodies: list[tuple[str, bytes]]) -> list[Any]:
-        """Decode bodies into fresh objects, in one call when they are all msgpack."""
-        if bodies and all(t == "msgpack" for t, _ in bodies):
-            decoded = self.serde.loads_typed(("msgpack", msgpack_array([b for _, b in bodies])))
-            if isinstance(decoded, list) and len(decoded) == len(bodies):
-                return decoded
-        return [self.serde.loads_typed(body) for body in bodies]
+    def _decode(self, units: builtins.list[Unit], count: int) -> builtins.list[Any]:
+        """Decode bodies into fresh objects, a whole pack (or run of bodies) per call."""
+        messages: builtins.list[Any] = []
+        for type_, payload, n in units:
+            if n < 0:
+                messages.append(self.serde.loads_typed((type_, payload)))
+                continue
+            decoded = self.serde.loads_typed((type_, payload))
+            if not isinstance(decoded, list) or len(decoded) != n:
+                raise ValueError("corrupted message bodies: a pack does not decode as a list")
+            messages.extend(decoded)
+        if len(messages) != count:
+            raise ValueError("corrupted message bodies: wrong number of messages")
+        return messages
 
     def _rehydrate(self, tup: CheckpointTuple, *, remember: bool = False) -> CheckpointTuple:
         markers = self._markers(tup)
@@ -444,7 +452,13 @@ class STMSaver(BaseCheckpointSaver[Any]):
         """Store a checkpoint: our rows first, then the inner saver's checkpoint."""
         prepared = self._prepare(config, checkpoint, new_versions)
         with self.store.writing(
-            prepared.thread_id, prepared.ns, prepared.bodies, prepared.lists, prepared.projection
+            prepared.thread_id,
+            prepared.ns,
+            prepared.bodies,
+            prepared.lists,
+            prepared.projection,
+            order=prepared.encoded.order if prepared.encoded else (),
+            cold=prepared.encoded.cold if prepared.encoded else False,
         ):
             result = self.inner.put(config, prepared.checkpoint, metadata, new_versions)
         if prepared.encoded is not None:
@@ -544,7 +558,13 @@ class STMSaver(BaseCheckpointSaver[Any]):
         """Async twin of :meth:`put`."""
         prepared = self._prepare(config, checkpoint, new_versions)
         async with self.store.awriting(
-            prepared.thread_id, prepared.ns, prepared.bodies, prepared.lists, prepared.projection
+            prepared.thread_id,
+            prepared.ns,
+            prepared.bodies,
+            prepared.lists,
+            prepared.projection,
+            order=prepared.encoded.order if prepared.encoded else (),
+            cold=prepared.encoded.cold if prepared.encoded else False,
         ):
             result = await self.inner.aput(config, prepared.checkpoint, metadata, new_versions)
         if prepared.encoded is not None:

@@ -1,10 +1,14 @@
 """Where :class:`STMSaver` keeps its own rows: the base store and the in-memory store.
 
-A store holds three things per thread: message bodies, message list records (see
-``_codec``) and the structured-state projection. Each backend module (``sqlite``,
+A store holds three things per thread: message bodies (loose, and in packs), message
+list records (see ``_codec``) and the structured-state projection. Each backend module (``sqlite``,
 ``postgres``) provides stores over the inner saver's own connection; this module has
 the shared interface and the in-memory store used with ``InMemorySaver`` (and with any
 saver we have no database access for).
+
+Database stores share :func:`write_plan`: new loose bodies, the pack that moves
+loose bodies into one row once there are ``PACK_SIZE`` of them, list records and the
+projection. The in-memory store keeps every body loose (there is no I/O to save).
 
 Writes are shaped as context managers around the inner saver's call, so each backend
 decides how it makes them atomic: SQLite stages our rows in the transaction the inner
@@ -17,7 +21,14 @@ repaired on the next read.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Generator,
+    Iterator,
+    Sequence,
+)
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
@@ -29,10 +40,96 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from langgraph_stm.checkpoint._codec import BodyRow, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._codec import (
+    DIGEST_SIZE,
+    PACK_SIZE,
+    BodyRow,
+    BodySet,
+    Expanded,
+    ListRow,
+    expand_all,
+    make_pack,
+)
 from langgraph_stm.checkpoint._projection import ProjectionRow
 
-__all__ = ["MemoryStore", "Store", "ThreadQuery"]
+__all__ = ["MemoryStore", "Plan", "Store", "ThreadQuery", "WriteSQL", "write_plan"]
+
+Plan = Generator[tuple[str, Any, bool], "list[Any] | None", None]
+"""Statements of a write as ``(sql, params, many)``. The rows a single statement
+returns are sent back into the generator, which decides what runs next."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSQL:
+    """The statements :func:`write_plan` runs, in a backend's dialect."""
+
+    select_digests: str
+    """Digests of every body segment of ``(thread_id, checkpoint_ns)``."""
+    insert_body: str
+    """Insert a segment ``(thread_id, ns, packed, digest, digests, ends, types, body)``."""
+    select_loose_if_full: str
+    """Loose ``(digest, types, body)`` of ``(thread_id, ns, thread_id, ns, minimum)``,
+    none unless there are at least ``minimum``."""
+    delete_loose: str
+    """Delete the loose body ``(thread_id, ns, digest)``."""
+    insert_list: str
+    upsert_projection: str
+
+
+def projection_params(p: ProjectionRow) -> tuple[Any, ...]:
+    return (p.thread_id, p.checkpoint_id, p.updated_at, p.message_count, p.state)
+
+
+def write_plan(
+    sql: WriteSQL,
+    thread_id: str,
+    ns: str,
+    bodies: Sequence[BodyRow],
+    lists: Sequence[ListRow],
+    projection: ProjectionRow | None,
+    order: Sequence[bytes],
+    cold: bool,
+) -> Plan:
+    """Our part of a checkpoint write: new loose bodies (those already stored dropped
+    first when ``cold``), a pack of the loose bodies once there are ``PACK_SIZE`` of them,
+    the list records and the projection. Run in one transaction."""
+    if bodies and cold:
+        stored = yield (sql.select_digests, (thread_id, ns), False)
+        known = {
+            bytes(d[i : i + DIGEST_SIZE])
+            for (d,) in stored or ()
+            for i in range(0, len(d), DIGEST_SIZE)
+        }
+        bodies = [b for b in bodies if b.digest not in known]
+    if bodies:
+        loose_rows: list[tuple[Any, ...]] = [
+            (thread_id, ns, 0, b.digest, b.digest, None, b.type, b.data) for b in bodies
+        ]
+        yield (sql.insert_body, loose_rows, True)
+        loose = yield (
+            sql.select_loose_if_full,
+            (thread_id, ns, thread_id, ns, PACK_SIZE),
+            False,
+        )
+        if loose:
+            found = [(bytes(d), t, bytes(b)) for d, t, b in loose]
+            pack = make_pack(found, order)
+            row = (thread_id, ns, 1, pack.digest, pack.digests, pack.ends, pack.types, pack.data)
+            yield (sql.insert_body, [row], True)
+            # In key order, so that two writers packing at once lock rows in the same order.
+            done = sorted(d for d, _, _ in found)
+            yield (sql.delete_loose, [(thread_id, ns, d) for d in done], True)
+    if lists:
+        params = [(thread_id, ns, r.digest, r.base, r.length, r.ops) for r in lists]
+        yield (sql.insert_list, params, True)
+    if projection is not None:
+        yield (sql.upsert_projection, projection_params(projection), False)
+
+
+def delete_plan(statements: Sequence[str], thread_ids: Sequence[str]) -> Plan:
+    """Delete our rows of ``thread_ids`` (each statement takes one thread id)."""
+    for statement in statements:
+        yield (statement, [(t,) for t in thread_ids], True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +168,15 @@ class Store:
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> AbstractContextManager[None]:
-        """Store our rows around the inner saver's write (the ``with`` body)."""
+        """Store our rows around the inner saver's write (the ``with`` body).
+
+        ``order`` is the written lists' body digests (the order to pack bodies in);
+        ``cold`` asks to drop bodies that are already stored (see ``Encoded.cold``).
+        """
         raise NotImplementedError(self.sync_error)
 
     def deleting(self, thread_ids: Sequence[str]) -> AbstractContextManager[None]:
@@ -81,8 +185,8 @@ class Store:
 
     def load(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
-        """Return the list records for ``lists`` (and their snapshots) and their bodies."""
+    ) -> tuple[Expanded, BodySet]:
+        """Return the list records for ``lists`` (and their snapshots) and the bodies."""
         raise NotImplementedError(self.sync_error)
 
     def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
@@ -124,6 +228,9 @@ class Store:
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> AbstractAsyncContextManager[None]:
         raise NotImplementedError(self.async_error)
 
@@ -132,7 +239,7 @@ class Store:
 
     async def aload(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
         raise NotImplementedError(self.async_error)
 
     async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
@@ -216,6 +323,9 @@ class MemoryStore(Store):
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> Iterator[None]:
         self.put_rows(thread_id, checkpoint_ns, bodies, lists)
         yield
@@ -235,6 +345,9 @@ class MemoryStore(Store):
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> AsyncIterator[None]:
         self.put_rows(thread_id, checkpoint_ns, bodies, lists)
         yield
@@ -293,7 +406,7 @@ class MemoryStore(Store):
 
     def load(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
         with self.lock:
             rows: dict[bytes, ListRow] = {}
             for d in lists:
@@ -305,11 +418,11 @@ class MemoryStore(Store):
                         if base is not None:
                             rows[row.base] = base
             expanded, wanted = expand_all(rows, lists)
-            bodies = {
-                d: body
-                for d in wanted
-                if (body := self.bodies.get((thread_id, checkpoint_ns, d))) is not None
-            }
+            bodies = BodySet()
+            for d in wanted:
+                body = self.bodies.get((thread_id, checkpoint_ns, d))
+                if body is not None:
+                    bodies.add(d, None, body[0], body[1])
         return expanded, bodies
 
     def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
@@ -343,7 +456,7 @@ class MemoryStore(Store):
 
     async def aload(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
         return self.load(thread_id, checkpoint_ns, lists)
 
     async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:

@@ -14,6 +14,15 @@ The projection is only trusted when its checkpoint id is the thread's latest one
 the checkpoint write failed (or the process died before it), the next read finds the
 projection pointing elsewhere and rebuilds it from the latest checkpoint.
 
+Message bodies are loose rows until :data:`~langgraph_stm.checkpoint._codec.PACK_SIZE`
+of them accumulate, then packed into one row by the write of step 1 (the pack is
+inserted and the loose rows deleted in its transaction; two writers packing at once
+at worst store a body twice, which reads ignore). A read is one statement, so one
+round trip and one snapshot: the wanted list records and their snapshots by primary
+key, and every body segment of the thread and namespace. Packs are TOASTed; their
+column uses lz4 compression where the server supports it (decompressing pglz would
+dominate the read).
+
 Run :meth:`STMSaver.setup` (or ``await asetup()``) once, as with ``PostgresSaver``.
 """
 
@@ -35,22 +44,32 @@ except ImportError:  # pragma: no cover - depends on the installed extras
         "pip install 'langgraph-stm[postgres]'"
     ) from None
 
-from langgraph_stm.checkpoint._codec import BodyRow, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow, expand_all
 from langgraph_stm.checkpoint._projection import ProjectionRow
-from langgraph_stm.checkpoint._store import Store, ThreadQuery
+from langgraph_stm.checkpoint._store import (
+    Store,
+    ThreadQuery,
+    WriteSQL,
+    projection_params,
+    write_plan,
+)
 
 __all__ = ["MIGRATIONS", "AsyncPostgresStore", "PostgresStore"]
 
 MIGRATIONS: list[str] = [
     "CREATE TABLE IF NOT EXISTS stm_migrations (v INTEGER PRIMARY KEY)",
+    # A body row is one loose body (packed = 0; digests is its digest, ends is NULL) or a
+    # pack of bodies (packed = 1; digest is the digest of digests, see _codec.PackRow).
     """CREATE TABLE IF NOT EXISTS stm_message_bodies (
         thread_id TEXT NOT NULL,
         checkpoint_ns TEXT NOT NULL DEFAULT '',
+        packed INTEGER NOT NULL,
         digest BYTEA NOT NULL,
-        message_id TEXT,
-        type TEXT NOT NULL,
+        digests BYTEA NOT NULL,
+        ends BYTEA,
+        types TEXT NOT NULL,
         body BYTEA NOT NULL,
-        PRIMARY KEY (thread_id, checkpoint_ns, digest)
+        PRIMARY KEY (thread_id, checkpoint_ns, packed, digest)
     )""",
     """CREATE TABLE IF NOT EXISTS stm_message_lists (
         thread_id TEXT NOT NULL,
@@ -69,13 +88,33 @@ MIGRATIONS: list[str] = [
         state JSONB NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS stm_threads_updated_at_idx ON stm_threads (updated_at)",
+    # Packs are large and TOASTed: lz4 (where the server has it) decompresses several
+    # times faster than the default pglz, which dominates reading a long thread.
+    """DO $$ BEGIN
+        EXECUTE 'ALTER TABLE stm_message_bodies ALTER COLUMN body SET COMPRESSION lz4';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END $$""",
 ]
 """Our schema, one statement per version; ``stm_migrations`` records what ran."""
 
 _INSERT_BODY = (
     "INSERT INTO stm_message_bodies "
-    "(thread_id, checkpoint_ns, digest, message_id, type, body) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+    "(thread_id, checkpoint_ns, packed, digest, digests, ends, types, body) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+_SELECT_DIGESTS = (
+    "SELECT digests FROM stm_message_bodies WHERE thread_id = %s AND checkpoint_ns = %s"
+)
+_SELECT_LOOSE_IF_FULL = """
+    SELECT digest, types, body FROM stm_message_bodies
+    WHERE thread_id = %s AND checkpoint_ns = %s AND packed = 0 AND (
+        SELECT COUNT(*) FROM stm_message_bodies
+        WHERE thread_id = %s AND checkpoint_ns = %s AND packed = 0
+    ) >= %s
+"""
+_DELETE_LOOSE = (
+    "DELETE FROM stm_message_bodies "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND packed = 0 AND digest = %s"
 )
 # A list is stored once; a snapshot replaces a delta of the same list (never the
 # reverse), so a delta written later can always use it as its base.
@@ -124,23 +163,55 @@ _DELETE_THREADS = [
 ]
 _COPY_ROWS = [
     "INSERT INTO stm_message_bodies "
-    "SELECT %s, checkpoint_ns, digest, message_id, type, body "
+    "SELECT %s, checkpoint_ns, packed, digest, digests, ends, types, body "
     "FROM stm_message_bodies WHERE thread_id = %s ON CONFLICT DO NOTHING",
     "INSERT INTO stm_message_lists "
     "SELECT %s, checkpoint_ns, digest, base, length, ops "
     "FROM stm_message_lists WHERE thread_id = %s ON CONFLICT DO NOTHING",
 ]
-_SELECT_LISTS = (
-    "SELECT digest, base, length, ops FROM stm_message_lists "
-    "WHERE thread_id = %s AND checkpoint_ns = %s AND digest = ANY(%s)"
+_WRITE_SQL = WriteSQL(
+    select_digests=_SELECT_DIGESTS,
+    insert_body=_INSERT_BODY,
+    select_loose_if_full=_SELECT_LOOSE_IF_FULL,
+    delete_loose=_DELETE_LOOSE,
+    insert_list=_INSERT_LIST,
+    upsert_projection=_UPSERT_PROJECTION,
 )
-_SELECT_THREAD_BODIES = (
-    "SELECT digest, type, body FROM stm_message_bodies WHERE thread_id = %s AND checkpoint_ns = %s"
-)
-_SELECT_BODIES = (
-    "SELECT digest, type, body FROM stm_message_bodies "
-    "WHERE thread_id = %s AND checkpoint_ns = %s AND digest = ANY(%s)"
-)
+_LIST_BY_KEY = """
+    SELECT 0, digest, base, length, ops, NULL::text FROM stm_message_lists
+    WHERE thread_id = %(t)s AND checkpoint_ns = %(ns)s AND digest = %(k{i})s
+    UNION ALL
+    SELECT 0, digest, base, length, ops, NULL FROM stm_message_lists
+    WHERE thread_id = %(t)s AND checkpoint_ns = %(ns)s AND digest = (
+        SELECT base FROM stm_message_lists
+        WHERE thread_id = %(t)s AND checkpoint_ns = %(ns)s AND digest = %(k{i})s
+    )
+    UNION ALL
+"""
+_ALL_BODIES = """
+    SELECT 1, digests, ends, NULL, body, types FROM stm_message_bodies
+    WHERE thread_id = %(t)s AND checkpoint_ns = %(ns)s
+"""
+
+
+def _load_query(keys: Sequence[bytes]) -> tuple[str, dict[str, Any]]:
+    """One statement (one round trip, one snapshot): the list records of ``keys`` and
+    their snapshots (one unique-key lookup each), and every body segment of the thread
+    and namespace."""
+    sql = "".join(_LIST_BY_KEY.format(i=i) for i in range(len(keys))) + _ALL_BODIES
+    return sql, {f"k{i}": k for i, k in enumerate(keys)}
+
+
+def _loaded(fetched: Sequence[TupleRow], lists: Collection[bytes]) -> tuple[Expanded, BodySet]:
+    rows: dict[bytes, ListRow] = {}
+    bodies = BodySet()
+    for kind, a, b, length, data, types in fetched:
+        if kind:
+            bodies.add(a, b, types, data)
+        else:
+            rows[a] = ListRow(a, b, length, data)
+    expanded, _ = expand_all(rows, lists, collect=False)
+    return expanded, bodies
 
 
 def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
@@ -160,35 +231,8 @@ def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
     return sql, params
 
 
-def _to_list_rows(fetched: Sequence[TupleRow]) -> dict[bytes, ListRow]:
-    return {
-        bytes(r[0]): ListRow(bytes(r[0]), None if r[1] is None else bytes(r[1]), r[2], bytes(r[3]))
-        for r in fetched
-    }
-
-
-_FETCH_ALL_ABOVE = 64
-"""Above this many bodies, one index range scan of the thread beats ``= ANY(array)``."""
-
-
-def _bodies(fetched: Sequence[TupleRow], wanted: set[bytes]) -> dict[bytes, tuple[str, bytes]]:
-    return {bytes(d): (t, bytes(b)) for d, t, b in fetched if bytes(d) in wanted}
-
-
 def _to_projection(r: TupleRow) -> ProjectionRow:
     return ProjectionRow(r[0], r[1], r[2], r[3], r[4])
-
-
-def _projection_params(p: ProjectionRow) -> tuple[Any, ...]:
-    return (p.thread_id, p.checkpoint_id, p.updated_at, p.message_count, p.state)
-
-
-def _body_params(thread_id: str, ns: str, bodies: Sequence[BodyRow]) -> list[tuple[Any, ...]]:
-    return [(thread_id, ns, b.digest, b.message_id, b.type, b.data) for b in bodies]
-
-
-def _list_params(thread_id: str, ns: str, lists: Sequence[ListRow]) -> list[tuple[Any, ...]]:
-    return [(thread_id, ns, r.digest, r.base, r.length, r.ops) for r in lists]
 
 
 class PostgresStore(Store):
@@ -240,15 +284,26 @@ class PostgresStore(Store):
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> Iterator[None]:
         if bodies or lists or projection is not None:
+            ns = checkpoint_ns
+            plan = write_plan(_WRITE_SQL, thread_id, ns, bodies, lists, projection, order, cold)
             with self._cursor() as cur:
-                if bodies:
-                    cur.executemany(_INSERT_BODY, _body_params(thread_id, checkpoint_ns, bodies))
-                if lists:
-                    cur.executemany(_INSERT_LIST, _list_params(thread_id, checkpoint_ns, lists))
-                if projection is not None:
-                    cur.execute(_UPSERT_PROJECTION, _projection_params(projection))
+                result: list[Any] | None = None
+                while True:
+                    try:
+                        sql, params, many = plan.send(result)
+                    except StopIteration:
+                        break
+                    if many:
+                        cur.executemany(sql, params)
+                        result = None
+                    else:
+                        cur.execute(sql, params)
+                        result = cur.fetchall() if cur.description else None
         yield
 
     @contextmanager
@@ -265,24 +320,12 @@ class PostgresStore(Store):
 
     def load(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
+        sql, params = _load_query(sorted(lists))
+        params |= {"t": thread_id, "ns": checkpoint_ns}
         with self._cursor(transaction=False) as cur:
-            rows = _to_list_rows(
-                cur.execute(_SELECT_LISTS, (thread_id, checkpoint_ns, list(lists))).fetchall()
-            )
-            bases = [r.base for r in rows.values() if r.base and r.base not in rows]
-            if bases:
-                rows |= _to_list_rows(
-                    cur.execute(_SELECT_LISTS, (thread_id, checkpoint_ns, bases)).fetchall()
-                )
-            expanded, wanted = expand_all(rows, lists)
-            if len(wanted) > _FETCH_ALL_ABOVE:
-                fetched = cur.execute(_SELECT_THREAD_BODIES, (thread_id, checkpoint_ns)).fetchall()
-            else:
-                fetched = cur.execute(
-                    _SELECT_BODIES, (thread_id, checkpoint_ns, list(wanted))
-                ).fetchall()
-        return expanded, _bodies(fetched, wanted)
+            fetched = cur.execute(sql, params).fetchall()
+        return _loaded(fetched, lists)
 
     def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         with self._cursor(transaction=False) as cur:
@@ -303,7 +346,7 @@ class PostgresStore(Store):
 
     def save_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
         with self._cursor() as cur:
-            cur.execute(_FORCE_PROJECTION if force else _UPSERT_PROJECTION, _projection_params(row))
+            cur.execute(_FORCE_PROJECTION if force else _UPSERT_PROJECTION, projection_params(row))
 
     def delete_projection(self, thread_id: str) -> None:
         with self._cursor() as cur:
@@ -363,19 +406,26 @@ class AsyncPostgresStore(Store):
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> AsyncIterator[None]:
         if bodies or lists or projection is not None:
+            ns = checkpoint_ns
+            plan = write_plan(_WRITE_SQL, thread_id, ns, bodies, lists, projection, order, cold)
             async with self._cursor() as cur:
-                if bodies:
-                    await cur.executemany(
-                        _INSERT_BODY, _body_params(thread_id, checkpoint_ns, bodies)
-                    )
-                if lists:
-                    await cur.executemany(
-                        _INSERT_LIST, _list_params(thread_id, checkpoint_ns, lists)
-                    )
-                if projection is not None:
-                    await cur.execute(_UPSERT_PROJECTION, _projection_params(projection))
+                result: list[Any] | None = None
+                while True:
+                    try:
+                        sql, params, many = plan.send(result)
+                    except StopIteration:
+                        break
+                    if many:
+                        await cur.executemany(sql, params)
+                        result = None
+                    else:
+                        await cur.execute(sql, params)
+                        result = await cur.fetchall() if cur.description else None
         yield
 
     @asynccontextmanager
@@ -392,21 +442,13 @@ class AsyncPostgresStore(Store):
 
     async def aload(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
+        sql, params = _load_query(sorted(lists))
+        params |= {"t": thread_id, "ns": checkpoint_ns}
         async with self._cursor(transaction=False) as cur:
-            await cur.execute(_SELECT_LISTS, (thread_id, checkpoint_ns, list(lists)))
-            rows = _to_list_rows(await cur.fetchall())
-            bases = [r.base for r in rows.values() if r.base and r.base not in rows]
-            if bases:
-                await cur.execute(_SELECT_LISTS, (thread_id, checkpoint_ns, bases))
-                rows |= _to_list_rows(await cur.fetchall())
-            expanded, wanted = expand_all(rows, lists)
-            if len(wanted) > _FETCH_ALL_ABOVE:
-                await cur.execute(_SELECT_THREAD_BODIES, (thread_id, checkpoint_ns))
-            else:
-                await cur.execute(_SELECT_BODIES, (thread_id, checkpoint_ns, list(wanted)))
+            await cur.execute(sql, params)
             fetched = await cur.fetchall()
-        return expanded, _bodies(fetched, wanted)
+        return _loaded(fetched, lists)
 
     async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         async with self._cursor(transaction=False) as cur:
@@ -428,7 +470,7 @@ class AsyncPostgresStore(Store):
     async def asave_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
         async with self._cursor() as cur:
             sql = _FORCE_PROJECTION if force else _UPSERT_PROJECTION
-            await cur.execute(sql, _projection_params(row))
+            await cur.execute(sql, projection_params(row))
 
     async def adelete_projection(self, thread_id: str) -> None:
         async with self._cursor() as cur:

@@ -5,6 +5,12 @@ under its lock, in the transaction its ``put`` commits: message rows, list recor
 the projection of a checkpoint are committed together with the checkpoint, or not at
 all when the write fails before the inner saver commits.
 
+Message bodies are loose rows until :data:`~langgraph_stm.checkpoint._codec.PACK_SIZE`
+of them accumulate, then packed into one row in that same transaction (see
+``_codec``). A read is a single statement (one snapshot): the wanted list records and
+their snapshots by primary key, and every body segment of the thread and namespace
+by a range scan of the primary key, about N / PACK_SIZE rows for N messages.
+
 Example:
     >>> from langgraph_stm.checkpoint import STMSaver
     >>> with STMSaver.from_sqlite(":memory:") as saver:
@@ -30,22 +36,34 @@ except ImportError:  # pragma: no cover - depends on the installed extras
         "pip install 'langgraph-stm[sqlite]'"
     ) from None
 
-from langgraph_stm.checkpoint._codec import BodyRow, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow, expand_all
 from langgraph_stm.checkpoint._projection import ProjectionRow
-from langgraph_stm.checkpoint._store import Store, ThreadQuery
+from langgraph_stm.checkpoint._store import (
+    Plan,
+    Store,
+    ThreadQuery,
+    WriteSQL,
+    delete_plan,
+    projection_params,
+    write_plan,
+)
 
 __all__ = ["MIGRATIONS", "AsyncSqliteStore", "SqliteStore"]
 
 MIGRATIONS: list[str] = [
     "CREATE TABLE IF NOT EXISTS stm_migrations (v INTEGER PRIMARY KEY)",
+    # A body row is one loose body (packed = 0; digests is its digest, ends is NULL) or a
+    # pack of bodies (packed = 1; digest is the digest of digests, see _codec.PackRow).
     """CREATE TABLE IF NOT EXISTS stm_message_bodies (
         thread_id TEXT NOT NULL,
         checkpoint_ns TEXT NOT NULL DEFAULT '',
+        packed INTEGER NOT NULL,
         digest BLOB NOT NULL,
-        message_id TEXT,
-        type TEXT NOT NULL,
+        digests BLOB NOT NULL,
+        ends BLOB,
+        types TEXT NOT NULL,
         body BLOB NOT NULL,
-        PRIMARY KEY (thread_id, checkpoint_ns, digest)
+        PRIMARY KEY (thread_id, checkpoint_ns, packed, digest)
     )""",
     """CREATE TABLE IF NOT EXISTS stm_message_lists (
         thread_id TEXT NOT NULL,
@@ -67,16 +85,23 @@ MIGRATIONS: list[str] = [
 ]
 """Our schema, one statement per version; ``stm_migrations`` records what ran."""
 
-_CHUNK = 900
-_FETCH_ALL_ABOVE = 64
-"""Above this many bodies, one index range scan of the thread beats a long ``IN`` list."""
-_THREAD_BODIES = (
-    "SELECT digest, type, body FROM stm_message_bodies WHERE thread_id = ? AND checkpoint_ns = ?"
-)
-
 _INSERT_BODY = (
     "INSERT OR IGNORE INTO stm_message_bodies "
-    "(thread_id, checkpoint_ns, digest, message_id, type, body) VALUES (?, ?, ?, ?, ?, ?)"
+    "(thread_id, checkpoint_ns, packed, digest, digests, ends, types, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_DIGESTS = "SELECT digests FROM stm_message_bodies WHERE thread_id = ? AND checkpoint_ns = ?"
+# The loose bodies of a thread and namespace, once there are enough of them to pack.
+_SELECT_LOOSE_IF_FULL = """
+    SELECT digest, types, body FROM stm_message_bodies
+    WHERE thread_id = ? AND checkpoint_ns = ? AND packed = 0 AND (
+        SELECT COUNT(*) FROM stm_message_bodies
+        WHERE thread_id = ? AND checkpoint_ns = ? AND packed = 0
+    ) >= ?
+"""
+_DELETE_LOOSE = (
+    "DELETE FROM stm_message_bodies "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND packed = 0 AND digest = ?"
 )
 # A list is stored once; a snapshot replaces a delta of the same list (never the
 # reverse), so a delta written later can always use it as its base.
@@ -123,9 +148,17 @@ _DELETE_THREAD = [
     "DELETE FROM stm_message_lists WHERE thread_id = ?",
     "DELETE FROM stm_threads WHERE thread_id = ?",
 ]
+_WRITE_SQL = WriteSQL(
+    select_digests=_SELECT_DIGESTS,
+    insert_body=_INSERT_BODY,
+    select_loose_if_full=_SELECT_LOOSE_IF_FULL,
+    delete_loose=_DELETE_LOOSE,
+    insert_list=_INSERT_LIST,
+    upsert_projection=_UPSERT_PROJECTION,
+)
 _COPY_ROWS = [
     "INSERT OR IGNORE INTO stm_message_bodies "
-    "SELECT ?, checkpoint_ns, digest, message_id, type, body "
+    "SELECT ?, checkpoint_ns, packed, digest, digests, ends, types, body "
     "FROM stm_message_bodies WHERE thread_id = ?",
     "INSERT OR IGNORE INTO stm_message_lists "
     "SELECT ?, checkpoint_ns, digest, base, length, ops "
@@ -133,18 +166,39 @@ _COPY_ROWS = [
 ]
 
 
-def _list_query(n: int) -> str:
-    return (
-        "SELECT digest, base, length, ops FROM stm_message_lists "
-        f"WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN ({','.join('?' * n)})"
-    )
+def _load_query(n: int) -> str:
+    """One statement (one snapshot) for the list records ``IN (n digests)``, their
+    snapshots, and every body segment of the thread and namespace."""
+    keys = ",".join("?" * n)
+    return f"""
+        SELECT 0, digest, base, length, ops, NULL FROM stm_message_lists
+        WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN ({keys})
+        UNION ALL
+        SELECT 0, b.digest, b.base, b.length, b.ops, NULL
+        FROM stm_message_lists AS l JOIN stm_message_lists AS b
+            ON b.thread_id = l.thread_id AND b.checkpoint_ns = l.checkpoint_ns
+            AND b.digest = l.base
+        WHERE l.thread_id = ? AND l.checkpoint_ns = ? AND l.digest IN ({keys})
+        UNION ALL
+        SELECT 1, digests, ends, NULL, body, types FROM stm_message_bodies
+        WHERE thread_id = ? AND checkpoint_ns = ?
+    """
 
 
-def _body_query(n: int) -> str:
-    return (
-        "SELECT digest, type, body FROM stm_message_bodies "
-        f"WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN ({','.join('?' * n)})"
-    )
+def _load_params(thread_id: str, ns: str, keys: Sequence[bytes]) -> list[Any]:
+    return [thread_id, ns, *keys, thread_id, ns, *keys, thread_id, ns]
+
+
+def _loaded(fetched: Iterable[Any], lists: Collection[bytes]) -> tuple[Expanded, BodySet]:
+    rows: dict[bytes, ListRow] = {}
+    bodies = BodySet()
+    for kind, a, b, length, data, types in fetched:
+        if kind:
+            bodies.add(a, b, types, data)
+        else:
+            rows[a] = ListRow(a, b, length, data)
+    expanded, _ = expand_all(rows, lists, collect=False)
+    return expanded, bodies
 
 
 def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
@@ -162,37 +216,6 @@ def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
     sql += " ORDER BY updated_at DESC, thread_id DESC LIMIT ? OFFSET ?"
     params += [-1 if query.limit is None else query.limit, query.offset]
     return sql, params
-
-
-def _staged_params(
-    thread_id: str,
-    ns: str,
-    bodies: Sequence[BodyRow],
-    lists: Sequence[ListRow],
-    projection: ProjectionRow | None,
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...] | None]:
-    return (
-        [(thread_id, ns, b.digest, b.message_id, b.type, b.data) for b in bodies],
-        [(thread_id, ns, r.digest, r.base, r.length, r.ops) for r in lists],
-        None
-        if projection is None
-        else (
-            projection.thread_id,
-            projection.checkpoint_id,
-            projection.updated_at,
-            projection.message_count,
-            projection.state,
-        ),
-    )
-
-
-def _chunks(items: Sequence[bytes]) -> Iterable[Sequence[bytes]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i : i + _CHUNK]
-
-
-def _to_list_rows(fetched: Iterable[Any]) -> dict[bytes, ListRow]:
-    return {r[0]: ListRow(r[0], r[1], r[2], r[3]) for r in fetched}
 
 
 def _to_projection(r: Any) -> ProjectionRow:
@@ -229,17 +252,23 @@ class SqliteStore(Store):
         self.is_setup = True
 
     @contextmanager
-    def _staged(self, statements: Iterable[tuple[str, Sequence[Any], bool]]) -> Iterator[None]:
-        """Run statements uncommitted; the inner saver's own commit commits them too."""
+    def _staged(self, plan: Plan) -> Iterator[None]:
+        """Run a plan's statements uncommitted; the inner saver's commit commits them too."""
         self.setup()
         conn = self.inner.conn
         with self.inner.lock:
             try:
-                for sql, params, many in statements:
+                result: list[Any] | None = None
+                while True:
+                    try:
+                        sql, params, many = plan.send(result)
+                    except StopIteration:
+                        break
                     if many:
                         conn.executemany(sql, params)
+                        result = None
                     else:
-                        conn.execute(sql, params)
+                        result = conn.execute(sql, params).fetchall()
             except BaseException:
                 conn.rollback()
                 raise
@@ -261,22 +290,19 @@ class SqliteStore(Store):
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> Iterator[None]:
-        b, ls, p = _staged_params(thread_id, checkpoint_ns, bodies, lists, projection)
-        statements: list[tuple[str, Sequence[Any], bool]] = []
-        if b:
-            statements.append((_INSERT_BODY, b, True))
-        if ls:
-            statements.append((_INSERT_LIST, ls, True))
-        if p is not None:
-            statements.append((_UPSERT_PROJECTION, p, False))
-        with self._staged(statements):
+        plan = write_plan(
+            _WRITE_SQL, thread_id, checkpoint_ns, bodies, lists, projection, order, cold
+        )
+        with self._staged(plan):
             yield
 
     @contextmanager
     def deleting(self, thread_ids: Sequence[str]) -> Iterator[None]:
-        statements = [(sql, [(t,) for t in thread_ids], True) for sql in _DELETE_THREAD]
-        with self._staged(statements):
+        with self._staged(delete_plan(_DELETE_THREAD, thread_ids)):
             yield
 
     def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -288,32 +314,14 @@ class SqliteStore(Store):
 
     def load(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
         self.setup()
-        conn = self.inner.conn
+        keys = sorted(lists)
         with self.inner.lock:
-            keys = sorted(lists)
-            rows = _to_list_rows(
-                conn.execute(_list_query(len(keys)), (thread_id, checkpoint_ns, *keys))
-            )
-            bases = sorted({r.base for r in rows.values() if r.base and r.base not in rows})
-            if bases:
-                rows |= _to_list_rows(
-                    conn.execute(_list_query(len(bases)), (thread_id, checkpoint_ns, *bases))
-                )
-            expanded, wanted = expand_all(rows, lists)
-            bodies: dict[bytes, tuple[str, bytes]] = {}
-            if len(wanted) > _FETCH_ALL_ABOVE:
-                for d, t, body in conn.execute(_THREAD_BODIES, (thread_id, checkpoint_ns)):
-                    if d in wanted:
-                        bodies[d] = (t, body)
-            else:
-                for chunk in _chunks(list(wanted)):
-                    for d, t, body in conn.execute(
-                        _body_query(len(chunk)), (thread_id, checkpoint_ns, *chunk)
-                    ):
-                        bodies[d] = (t, body)
-        return expanded, bodies
+            fetched = self.inner.conn.execute(
+                _load_query(len(keys)), _load_params(thread_id, checkpoint_ns, keys)
+            ).fetchall()
+        return _loaded(fetched, lists)
 
     def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         self.setup()
@@ -337,10 +345,10 @@ class SqliteStore(Store):
             return [_to_projection(r) for r in self.inner.conn.execute(sql, params)]
 
     def save_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
-        _, _, p = _staged_params(row.thread_id, "", [], [], row)
         self.setup()
         with self.inner.lock:
-            self.inner.conn.execute(_FORCE_PROJECTION if force else _UPSERT_PROJECTION, p or ())
+            sql = _FORCE_PROJECTION if force else _UPSERT_PROJECTION
+            self.inner.conn.execute(sql, projection_params(row))
             self.inner.conn.commit()
 
     def delete_projection(self, thread_id: str) -> None:
@@ -381,18 +389,23 @@ class AsyncSqliteStore(Store):
         self.is_setup = True
 
     @asynccontextmanager
-    async def _staged(
-        self, statements: Iterable[tuple[str, Sequence[Any], bool]]
-    ) -> AsyncIterator[None]:
+    async def _staged(self, plan: Plan) -> AsyncIterator[None]:
         await self.asetup()
         conn = self.inner.conn
         async with self.inner.lock:
             try:
-                for sql, params, many in statements:
+                result: list[Any] | None = None
+                while True:
+                    try:
+                        sql, params, many = plan.send(result)
+                    except StopIteration:
+                        break
                     if many:
                         await conn.executemany(sql, params)
+                        result = None
                     else:
-                        await conn.execute(sql, params)
+                        async with conn.execute(sql, params) as cur:
+                            result = list(await cur.fetchall())
             except BaseException:
                 await conn.rollback()
                 raise
@@ -414,22 +427,19 @@ class AsyncSqliteStore(Store):
         bodies: Sequence[BodyRow],
         lists: Sequence[ListRow],
         projection: ProjectionRow | None,
+        *,
+        order: Sequence[bytes] = (),
+        cold: bool = False,
     ) -> AsyncIterator[None]:
-        b, ls, p = _staged_params(thread_id, checkpoint_ns, bodies, lists, projection)
-        statements: list[tuple[str, Sequence[Any], bool]] = []
-        if b:
-            statements.append((_INSERT_BODY, b, True))
-        if ls:
-            statements.append((_INSERT_LIST, ls, True))
-        if p is not None:
-            statements.append((_UPSERT_PROJECTION, p, False))
-        async with self._staged(statements):
+        plan = write_plan(
+            _WRITE_SQL, thread_id, checkpoint_ns, bodies, lists, projection, order, cold
+        )
+        async with self._staged(plan):
             yield
 
     @asynccontextmanager
     async def adeleting(self, thread_ids: Sequence[str]) -> AsyncIterator[None]:
-        statements = [(sql, [(t,) for t in thread_ids], True) for sql in _DELETE_THREAD]
-        async with self._staged(statements):
+        async with self._staged(delete_plan(_DELETE_THREAD, thread_ids)):
             yield
 
     async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -441,36 +451,13 @@ class AsyncSqliteStore(Store):
 
     async def aload(
         self, thread_id: str, checkpoint_ns: str, lists: Collection[bytes]
-    ) -> tuple[Expanded, dict[bytes, tuple[str, bytes]]]:
+    ) -> tuple[Expanded, BodySet]:
         await self.asetup()
-        conn = self.inner.conn
-        async with self.inner.lock:
-            keys = sorted(lists)
-            async with conn.execute(
-                _list_query(len(keys)), (thread_id, checkpoint_ns, *keys)
-            ) as cur:
-                rows = _to_list_rows(await cur.fetchall())
-            bases = sorted({r.base for r in rows.values() if r.base and r.base not in rows})
-            if bases:
-                async with conn.execute(
-                    _list_query(len(bases)), (thread_id, checkpoint_ns, *bases)
-                ) as cur:
-                    rows |= _to_list_rows(await cur.fetchall())
-            expanded, wanted = expand_all(rows, lists)
-            bodies: dict[bytes, tuple[str, bytes]] = {}
-            if len(wanted) > _FETCH_ALL_ABOVE:
-                async with conn.execute(_THREAD_BODIES, (thread_id, checkpoint_ns)) as cur:
-                    for d, t, body in await cur.fetchall():
-                        if d in wanted:
-                            bodies[d] = (t, body)
-            else:
-                for chunk in _chunks(list(wanted)):
-                    async with conn.execute(
-                        _body_query(len(chunk)), (thread_id, checkpoint_ns, *chunk)
-                    ) as cur:
-                        for d, t, body in await cur.fetchall():
-                            bodies[d] = (t, body)
-        return expanded, bodies
+        keys = sorted(lists)
+        params = _load_params(thread_id, checkpoint_ns, keys)
+        async with self.inner.lock, self.inner.conn.execute(_load_query(len(keys)), params) as cur:
+            fetched = await cur.fetchall()
+        return _loaded(fetched, lists)
 
     async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         await self.asetup()
@@ -497,11 +484,10 @@ class AsyncSqliteStore(Store):
             return [_to_projection(r) for r in await cur.fetchall()]
 
     async def asave_projection(self, row: ProjectionRow, *, force: bool = False) -> None:
-        _, _, p = _staged_params(row.thread_id, "", [], [], row)
         await self.asetup()
         async with self.inner.lock:
             sql = _FORCE_PROJECTION if force else _UPSERT_PROJECTION
-            await self.inner.conn.execute(sql, p or ())
+            await self.inner.conn.execute(sql, projection_params(row))
             await self.inner.conn.commit()
 
     async def adelete_projection(self, thread_id: str) -> None:

@@ -341,6 +341,32 @@ async def scenario_update_state_and_fork(saver: BaseCheckpointSaver[Any], is_asy
     return await run.finish()
 
 
+async def scenario_long_thread_trim_and_fork(
+    saver: BaseCheckpointSaver[Any], is_async: bool
+) -> Trace:
+    """A thread long enough for STMSaver to pack bodies; the oldest messages are then
+    removed (the list no longer starts at a pack) and an early checkpoint is forked."""
+
+    def reply(state: STMState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(id=f"ai-{n}", content=f"reply to {n}")]}
+
+    graph = (
+        StateGraph(STMState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
+    )
+    run = Runner(graph, saver, is_async)
+    for i in range(40):
+        await run.invoke({"messages": [human(i, f"q{i}")]})
+    removed = [RemoveMessage(id=m.id) for m in (await run.state()).values["messages"][:5]]
+    await run.update(run.config, {"messages": removed}, as_node="reply")
+    await run.invoke({"messages": [human(40, "after the trim")]})
+    history = await run.history()
+    early = next(s for s in reversed(history) if len(s.values.get("messages", [])) == 50)
+    fork = await run.update(early.config, {"goal": "forked"}, as_node="reply")
+    await run.invoke({"messages": [human(41, "on the fork")]}, fork)
+    return await run.finish()
+
+
 def add_messages_batch(current: list[AnyMessage], batches: Sequence[Any]) -> list[AnyMessage]:
     """DeltaChannel reducer: add_messages over a batch of writes."""
     result = current
@@ -377,6 +403,7 @@ SCENARIOS: dict[str, Scenario] = {
     "subgraph-namespaces": scenario_subgraph_namespaces,
     "update-state-fork": scenario_update_state_and_fork,
     "delta-channel": scenario_delta_channel,
+    "long-thread-trim-fork": scenario_long_thread_trim_and_fork,
 }
 
 

@@ -23,7 +23,7 @@ from langgraph.graph import START, StateGraph
 
 from langgraph_stm import STMState
 from langgraph_stm.checkpoint import STMSaver
-from langgraph_stm.checkpoint._codec import is_marker
+from langgraph_stm.checkpoint._codec import PACK_SIZE, is_marker
 
 SYNC_BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 ASYNC_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -77,7 +77,7 @@ def config(thread_id: str = "t1") -> RunnableConfig:
 
 
 def our_row_counts(saver: STMSaver) -> dict[str, int]:
-    """Rows in each of our tables (or in-memory dicts)."""
+    """Message bodies (loose or packed), list records and projections we store."""
     store: Any = saver.store
     if hasattr(store, "bodies"):
         return {
@@ -85,19 +85,15 @@ def our_row_counts(saver: STMSaver) -> dict[str, int]:
             "lists": len(store.lists),
             "threads": len(store.projections),
         }
-    tables = {
-        "bodies": "stm_message_bodies",
-        "lists": "stm_message_lists",
-        "threads": "stm_threads",
+    queries = {
+        "bodies": "SELECT COALESCE(SUM(LENGTH(digests)), 0) / 16 AS n FROM stm_message_bodies",
+        "lists": "SELECT COUNT(*) AS n FROM stm_message_lists",
+        "threads": "SELECT COUNT(*) AS n FROM stm_threads",
     }
     conn = saver.inner.conn  # type: ignore[attr-defined]
     if isinstance(conn, sqlite3.Connection):
-        return {
-            k: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for k, t in tables.items()
-        }
-    return {
-        k: conn.execute(f"SELECT COUNT(*) AS n FROM {t}").fetchone()["n"] for k, t in tables.items()
-    }
+        return {k: conn.execute(q).fetchone()[0] for k, q in queries.items()}
+    return {k: int(conn.execute(q).fetchone()["n"]) for k, q in queries.items()}
 
 
 @pytest.mark.parametrize("backend", SYNC_BACKENDS)
@@ -186,6 +182,61 @@ class TestLinearStorage:
             assert ids == ["h-0", "ai-1", "h-1", "ai-3", "extra"]
 
 
+def body_rows(saver: STMSaver) -> tuple[int, int]:
+    """Rows of ``stm_message_bodies``: (packs, loose bodies)."""
+    conn: Any = saver.inner.conn  # type: ignore[attr-defined]
+    sql = "SELECT packed, COUNT(*) AS n FROM stm_message_bodies GROUP BY packed"
+    if isinstance(conn, sqlite3.Connection):
+        counts = dict(conn.execute(sql).fetchall())
+    else:
+        counts = {r["packed"]: r["n"] for r in conn.execute(sql).fetchall()}
+    return counts.get(1, 0), counts.get(0, 0)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+class TestPacks:
+    """Loose bodies are moved into packs, so a long thread reads in a few rows."""
+
+    def test_long_thread_reads_from_a_few_packs(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """80 bodies: two packs of PACK_SIZE plus the rest loose, each body once."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(40):
+                graph.invoke(turn(i), config())
+            assert our_row_counts(saver)["bodies"] == 80
+            assert body_rows(saver) == (80 // PACK_SIZE, 80 % PACK_SIZE)
+            ids = [m.id for m in graph.get_state(config()).values["messages"]]
+            assert ids == [x for i in range(40) for x in (f"h-{i}", f"ai-{2 * i + 1}")]
+
+    def test_a_write_with_nothing_cached_stores_no_body_twice(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """A new process re-writing a packed list stores only the new message."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(20):
+                graph.invoke(turn(i), config())
+            latest = saver.get_tuple(config())
+            assert latest is not None
+            saver.codec.forget_threads()
+            messages = latest.checkpoint["channel_values"]["messages"]
+            version = saver.get_next_version(
+                latest.checkpoint["channel_versions"]["messages"], None
+            )
+            checkpoint: Any = {
+                **latest.checkpoint,
+                "id": str(uuid6()),
+                "channel_values": {"messages": [*messages, AIMessage(id="x", content="new")]},
+                "channel_versions": {"messages": version},
+            }
+            saver.put(latest.config, checkpoint, latest.metadata, {"messages": version})
+            assert our_row_counts(saver)["bodies"] == 41
+
+
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -214,7 +265,8 @@ def stored_bytes(saver: STMSaver) -> int:
         queries = [
             "SELECT SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints",
             "SELECT SUM(LENGTH(value)) FROM writes",
-            "SELECT SUM(LENGTH(body)) FROM stm_message_bodies",
+            "SELECT SUM(LENGTH(digests) + COALESCE(LENGTH(ends), 0) + LENGTH(body)) "
+            "FROM stm_message_bodies",
             "SELECT SUM(LENGTH(ops)) FROM stm_message_lists",
             "SELECT SUM(LENGTH(state)) FROM stm_threads",
         ]
@@ -223,7 +275,8 @@ def stored_bytes(saver: STMSaver) -> int:
         "SELECT SUM(pg_column_size(checkpoint) + pg_column_size(metadata)) AS n FROM checkpoints",
         "SELECT SUM(LENGTH(blob)) AS n FROM checkpoint_blobs",
         "SELECT SUM(LENGTH(blob)) AS n FROM checkpoint_writes",
-        "SELECT SUM(LENGTH(body)) AS n FROM stm_message_bodies",
+        "SELECT SUM(LENGTH(digests) + COALESCE(LENGTH(ends), 0) + LENGTH(body)) AS n "
+        "FROM stm_message_bodies",
         "SELECT SUM(LENGTH(ops)) AS n FROM stm_message_lists",
         "SELECT SUM(pg_column_size(state)) AS n FROM stm_threads",
     ]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_stm.checkpoint._codec import (
     MARKER_KEY,
+    BodySet,
     Encoded,
     MessageCodec,
     decode_ops,
@@ -14,6 +16,8 @@ from langgraph_stm.checkpoint._codec import (
     expand_all,
     is_marker,
     is_message_list,
+    make_pack,
+    message_digest,
     msgpack_array,
     split_digests,
 )
@@ -153,3 +157,108 @@ def test_a_list_with_a_non_message_inside_is_left_alone() -> None:
     assert enc.values["messages"] is value
     assert enc.bodies == []
     assert enc.lists == []
+
+
+def stored(messages: list[BaseMessage]) -> list[tuple[bytes, str, bytes]]:
+    """``(digest, type, payload)`` of each message, as a write stores it."""
+    out = []
+    for m in messages:
+        type_, data = SERDE.dumps_typed(m)
+        out.append((message_digest(type_, data), type_, data))
+    return out
+
+
+def decode(units: list[tuple[str, bytes, int]]) -> list[BaseMessage]:
+    """Decode what BodySet.assemble returns, as STMSaver does."""
+    out: list[BaseMessage] = []
+    for type_, payload, n in units:
+        value = SERDE.loads_typed((type_, payload))
+        if n < 0:
+            out.append(value)
+        else:
+            assert len(value) == n
+            out.extend(value)
+    return out
+
+
+class TestPacks:
+    """Bodies packed into segments, and lists assembled from them."""
+
+    def body_set(self, messages: list[BaseMessage], pack_size: int) -> BodySet:
+        """Pack all but the last few bodies ``pack_size`` at a time, in list order."""
+        rows = stored(messages)
+        order = [d for d, _, _ in rows]
+        bodies = BodySet()
+        full = len(rows) - len(rows) % pack_size
+        for i in range(0, full, pack_size):
+            # Packs are made from loose rows in any order; make_pack restores list order.
+            pack = make_pack(rows[i : i + pack_size][::-1], order)
+            bodies.add(pack.digests, pack.ends, pack.types, pack.data)
+        for digest, type_, data in rows[full:]:
+            bodies.add(digest, None, type_, data)
+        return bodies
+
+    def test_pack_is_a_msgpack_array_in_list_order(self) -> None:
+        """A pack's payload decodes as the list of its bodies, as written."""
+        messages = conversation(5)
+        rows = stored(messages)
+        pack = make_pack(rows[::-1], [d for d, _, _ in rows])
+        assert pack.types == "msgpack"
+        assert split_digests(pack.digests) == [d for d, _, _ in rows]
+        assert SERDE.loads_typed(("msgpack", pack.data)) == messages
+
+    def test_append_only_list_is_whole_segments(self) -> None:
+        """A list that is packs then loose bodies is one unit per segment, packs unsplit."""
+        messages = conversation(23)
+        bodies = self.body_set(messages, 8)
+        units = bodies.assemble([d for d, _, _ in stored(messages)])
+        assert [n for _, _, n in units] == [8, 8, -1, -1, -1, -1, -1, -1, -1]
+        assert units[0][1] is bodies.segments[0][3]  # the stored payload, not a copy
+        assert decode(units) == messages
+
+    def test_any_list_of_stored_bodies_is_assembled(self) -> None:
+        """Trimmed, reordered, repeated and forked lists are cut out of the packs."""
+        messages = conversation(23)
+        bodies = self.body_set(messages, 8)
+        digests = [d for d, _, _ in stored(messages)]
+        for picked in (
+            list(range(5, 23)),  # front trimmed: starts inside a pack
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13],  # a message removed
+            [22, 3, 4, 5, 0, 0],  # reordered and repeated
+            [9],
+        ):
+            units = bodies.assemble([digests[i] for i in picked])
+            assert decode(units) == [messages[i] for i in picked]
+
+    def test_a_body_stored_twice_is_harmless(self) -> None:
+        """Two writers may pack the same body twice; the list reads the same."""
+        messages = conversation(10)
+        bodies = self.body_set(messages, 4)
+        digest, type_, data = stored(messages)[1]
+        bodies.add(digest, None, type_, data)
+        other = make_pack(stored(messages)[2:6], [])
+        bodies.add(other.digests, other.ends, other.types, other.data)
+        assert decode(bodies.assemble([d for d, _, _ in stored(messages)])) == messages
+
+    def test_mixed_serde_types_decode_one_by_one(self) -> None:
+        """A pack whose bodies are not all msgpack is split body by body."""
+        rows = [(b"a" * 16, "json", b'"x"'), (b"b" * 16, "msgpack", SERDE.dumps_typed("y")[1])]
+        pack = make_pack(rows, [b"a" * 16, b"b" * 16])
+        bodies = BodySet()
+        bodies.add(pack.digests, pack.ends, pack.types, pack.data)
+        units = bodies.assemble([b"b" * 16, b"a" * 16])
+        assert [(t, n) for t, _, n in units] == [("msgpack", -1), ("json", -1)]
+        assert units[1][1] == b'"x"'
+
+    def test_missing_body_is_a_key_error(self) -> None:
+        """A list whose bodies are not all stored raises KeyError (reported by STMSaver)."""
+        bodies = self.body_set(conversation(4), 2)
+        with pytest.raises(KeyError):
+            bodies.assemble([b"z" * 16])
+
+    def test_cold_encode_is_flagged(self) -> None:
+        """Encoding without cached knowledge asks the store to drop bodies it has."""
+        codec = MessageCodec()
+        messages = conversation(3)
+        assert encode(codec, messages).cold
+        assert not encode(codec, [*messages, AIMessage(id="a3", content="r3")]).cold

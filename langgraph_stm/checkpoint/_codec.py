@@ -254,12 +254,24 @@ class _ChannelCache:
     snapshot_entries: list[bytes] = field(default_factory=list)
     snapshot_index: dict[bytes, int] = field(default_factory=dict)
     known: dict[int, _Known] = field(default_factory=dict)
-    """Messages whose bodies are stored, by object id; only grown in ``install``."""
+    """Messages whose bodies are stored, by object id; grown in ``install``, shrunk by
+    ``forget_messages``. Holds every message of ``last_objs``."""
     additions: dict[int, _Known] = field(default_factory=dict)
     """Messages this (not yet installed) write stores."""
     last_objs: list[BaseMessage] = field(default_factory=list)
     last_digests: list[bytes] = field(default_factory=list)
     last_ops: Sequence[tuple[int, int] | bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Scope:
+    """What this process knows about one (thread, namespace): its channels' caches and
+    the id of the checkpoint they describe (the last one written or read here)."""
+
+    head: str | None = None
+    channels: dict[str, _ChannelCache] = field(default_factory=dict)
+    written: dict[str, dict[int, object]] = field(default_factory=dict)
+    """Message objects nodes wrote per channel since the last encode (``forget_messages``)."""
 
 
 @dataclass(slots=True)
@@ -288,25 +300,53 @@ class MessageCodec:
     already seen costs a dictionary lookup per message, not a serialization. A message
     is recognized by object identity: LangGraph reducers replace a message to change
     it (``add_messages`` with the same id), so an object already stored is not
-    serialized again. Mutating a stored message object in place is not detected.
+    serialized again. A node may also edit a message object in place and return it:
+    every message object a node writes is reported with :meth:`forget_messages`
+    (``STMSaver.put_writes`` does), so it is serialized again. A message mutated in
+    place but *not* written by the node is not detected.
+
+    The cache of a thread and namespace is tagged with the id of the checkpoint it
+    describes (its *head*: the last checkpoint written or read through this codec).
+    :meth:`encode` trusts it only for a write whose parent checkpoint is that head;
+    any other write (the thread was written, or deleted and reused, by another
+    process, or a fork) forgets it and is encoded *cold*: a full snapshot, every body
+    serialized, bodies already stored dropped by the store.
     """
 
     def __init__(self, *, delta_limit: int = 24, cache_size: int = 512) -> None:
         self.delta_limit = delta_limit
         self.cache_size = cache_size
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple[str, str, str], _ChannelCache] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], _Scope] = OrderedDict()
 
     # -- cache -------------------------------------------------------------------------
     def _get(self, key: tuple[str, str, str]) -> _ChannelCache | None:
         with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None:
-                self._cache.move_to_end(key)
-            return entry
+            scope = self._cache.get(key[:2])
+            if scope is None:
+                return None
+            self._cache.move_to_end(key[:2])
+            return scope.channels.get(key[2])
 
-    def install(self, updates: Iterable[tuple[tuple[str, str, str], _ChannelCache]]) -> None:
-        """Remember channel caches after the rows they rely on were stored."""
+    def check_head(self, thread_id: str, checkpoint_ns: str, parent: str | None) -> None:
+        """Forget the scope's cache unless it describes ``parent``, the checkpoint that
+        the one about to be written follows (see the class doc)."""
+        with self._lock:
+            scope = self._cache.get((thread_id, checkpoint_ns))
+            if scope is not None and scope.head != parent:
+                del self._cache[(thread_id, checkpoint_ns)]
+
+    def install(
+        self,
+        updates: Iterable[tuple[tuple[str, str, str], _ChannelCache]],
+        *,
+        head: tuple[str, str, str | None] | None = None,
+    ) -> None:
+        """Remember channel caches after the rows they rely on were stored.
+
+        ``head`` is ``(thread_id, checkpoint_ns, checkpoint_id)`` of the checkpoint just
+        written or read; the scope's cache then describes it.
+        """
         with self._lock:
             for key, entry in updates:
                 entry.known.update(entry.additions)
@@ -316,10 +356,19 @@ class MessageCodec:
                         id(m): _Known(m, d)
                         for m, d in zip(entry.last_objs, entry.last_digests, strict=True)
                     }
-                self._cache[key] = entry
-                self._cache.move_to_end(key)
+                scope = self._scope(key[:2])
+                scope.channels[key[2]] = entry
+            if head is not None:
+                self._scope(head[:2]).head = head[2]
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+
+    def _scope(self, key: tuple[str, str]) -> _Scope:
+        scope = self._cache.get(key)
+        if scope is None:
+            scope = self._cache[key] = _Scope()
+        self._cache.move_to_end(key)
+        return scope
 
     def forget_threads(self, thread_ids: Iterable[str] | None = None) -> None:
         """Drop cached knowledge of ``thread_ids`` (all threads when ``None``)."""
@@ -331,6 +380,36 @@ class MessageCodec:
             for key in [k for k in self._cache if k[0] in wanted]:
                 del self._cache[key]
 
+    def forget_messages(
+        self, thread_id: str, checkpoint_ns: str, channel: str, messages: Iterable[object]
+    ) -> None:
+        """Forget that ``messages`` (objects a node wrote to ``channel``) are stored.
+
+        A node may edit a message object it received and return it under the same id;
+        recognized by identity, it would keep its old body. Forgetting every message
+        object written makes the next write serialize them again (an unchanged one gets
+        its old digest back). Costs a dictionary insertion per written message here and
+        a lookup in the next write; every message of the cached list is in ``known``
+        (see :meth:`install`).
+        """
+        with self._lock:
+            scope = self._cache.get((thread_id, checkpoint_ns))
+            if scope is not None and channel in scope.channels:
+                pending = scope.written.setdefault(channel, {})
+                for msg in messages:
+                    pending[id(msg)] = msg
+
+    def _take_written(self, key: tuple[str, str, str]) -> dict[int, object]:
+        """The message objects written to a channel since its last encode (then cleared).
+
+        Applied when the next write is encoded, not to the cached entry: a checkpoint
+        write still running in the background (durability ``"async"``) installs its
+        entry later, and the objects must be forgotten from that one too.
+        """
+        with self._lock:
+            scope = self._cache.get(key[:2])
+            return {} if scope is None else scope.written.pop(key[2], {})
+
     # -- encode ------------------------------------------------------------------------
     def encode(
         self,
@@ -340,15 +419,19 @@ class MessageCodec:
         channel_values: Mapping[str, Any],
         channels: Iterable[str] | None,
     ) -> Encoded:
-        """Replace each message list among ``channels`` (all when ``None``) by a reference."""
+        """Replace each message list among ``channels`` (all when ``None``) by a reference.
+
+        A checkpoint write calls :meth:`check_head` first.
+        """
         values = dict(channel_values)
         result = Encoded(values=values, bodies=[], lists=[], updates=[])
         names = list(values) if channels is None else [c for c in channels if c in values]
         for channel in names:
             value = values[channel]
-            if not is_message_list(value):
-                continue
             key = (thread_id, checkpoint_ns, channel)
+            if not is_message_list(value):
+                self._take_written(key)
+                continue
             marker = self._encode_list(serde, key, value, result)
             if marker is not None:
                 values[channel] = marker
@@ -362,20 +445,31 @@ class MessageCodec:
         result: Encoded,
     ) -> dict[str, Any] | None:
         cached = self._get(key)
+        written = self._take_written(key)
         known = cached.known if cached is not None else {}
+        last_objs = cached.last_objs if cached is not None else []
+        last_digests = cached.last_digests if cached is not None else []
+        stale = [i for i, m in written.items() if (k := known.get(i)) is not None and k.obj is m]
+        if stale:
+            # Stored messages that a node wrote again, maybe edited in place: serialize
+            # them again. The last list may hold them, so diff against the snapshot.
+            known = dict(known)
+            for i in stale:
+                del known[i]
+            last_objs, last_digests = [], []
         additions: dict[int, _Known] = {}
         prefix = 0
-        if cached is not None and 0 < len(cached.last_objs) <= len(messages):
-            n = len(cached.last_objs)
-            if all(map(operator.is_, messages[:n], cached.last_objs)):
+        if cached is not None and 0 < len(last_objs) <= len(messages):
+            n = len(last_objs)
+            if all(map(operator.is_, messages[:n], last_objs)):
                 prefix = n
         if cached is not None and not prefix:
             # Not an append: every message of the last list may be reused anywhere.
-            last = zip(cached.last_objs, cached.last_digests, strict=True)
+            last = zip(last_objs, last_digests, strict=True)
             known = {**known, **{id(m): _Known(m, d) for m, d in last}}
         if cached is None:
             result.cold = True
-        digests = list(cached.last_digests) if cached is not None and prefix else []
+        digests = list(last_digests) if cached is not None and prefix else []
         tail = messages[prefix:]
         if not all(isinstance(m, BaseMessage) for m in tail):
             return None
@@ -431,20 +525,24 @@ class MessageCodec:
         snapshot: bytes,
         snapshot_entries: list[bytes],
         ops: bytes | None,
+        checkpoint_id: str | None = None,
     ) -> None:
         """Cache what a read learned, so the next write of this channel is a cheap delta.
 
-        ``ops`` is the stored delta of the list (``None`` when it is the snapshot). Only
-        references are kept: lookup tables are built if and when a write needs them.
+        ``ops`` is the stored delta of the list (``None`` when it is the snapshot) and
+        ``checkpoint_id`` the checkpoint read. Only references are kept: lookup tables
+        are built if and when a write needs them.
         """
+        self.check_head(key[0], key[1], checkpoint_id)
         entry = _ChannelCache(
+            known={id(m): _Known(m, d) for m, d in zip(messages, digests, strict=True)},
             snapshot=snapshot,
             snapshot_entries=snapshot_entries,
             last_objs=list(messages),
             last_digests=list(digests),
             last_ops=[(0, len(digests))] if ops is None else parse_ops(ops),
         )
-        self.install([(key, entry)])
+        self.install([(key, entry)], head=(key[0], key[1], checkpoint_id))
 
 
 def _merge(

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -292,24 +293,27 @@ class STMSaver(BaseCheckpointSaver[Any]):
     def setup(self) -> None:
         """Create the inner saver's tables (if it has a sync ``setup``) and ours."""
         inner_setup = getattr(self.inner, "setup", None)
-        if inner_setup is not None:
-            if inspect.iscoroutinefunction(inner_setup):
-                raise NotImplementedError(
-                    f"{type(self.inner).__name__} sets up asynchronously: await saver.asetup()"
-                )
-            inner_setup()
-        self.store.setup()
+        if inner_setup is not None and inspect.iscoroutinefunction(inner_setup):
+            raise NotImplementedError(
+                f"{type(self.inner).__name__} sets up asynchronously: await saver.asetup()"
+            )
+        # Serialized with other workers setting up the same database at once.
+        with self.store.setup_guard():
+            if inner_setup is not None:
+                inner_setup()
+            self.store.setup()
 
     async def asetup(self) -> None:
         """Create the inner saver's tables (if it has an async ``setup``) and ours."""
         inner_setup = getattr(self.inner, "setup", None)
-        if inner_setup is not None:
-            if not inspect.iscoroutinefunction(inner_setup):
-                raise NotImplementedError(
-                    f"{type(self.inner).__name__} sets up synchronously: call saver.setup()"
-                )
-            await inner_setup()
-        await self.store.asetup()
+        if inner_setup is not None and not inspect.iscoroutinefunction(inner_setup):
+            raise NotImplementedError(
+                f"{type(self.inner).__name__} sets up synchronously: call saver.setup()"
+            )
+        async with self.store.asetup_guard():
+            if inner_setup is not None:
+                await inner_setup()
+            await self.store.asetup()
 
     # -- plumbing ------------------------------------------------------------------------
     @property
@@ -340,6 +344,10 @@ class STMSaver(BaseCheckpointSaver[Any]):
         if ns == "" and "id" in checkpoint:
             projection = project(thread_id, checkpoint["id"], checkpoint.get("ts"), values)
         encoded = None
+        # The cache describes the checkpoint this process last wrote or read; any other
+        # parent (another process wrote, or deleted and reused, the thread) means cold.
+        parent = configurable.get("checkpoint_id")
+        self.codec.check_head(thread_id, ns, None if parent is None else str(parent))
         if self.linear_messages and values:
             channels = None if self.store.stores_full_values else list(new_versions)
             encoded = self.codec.encode(self.serde, thread_id, ns, values, channels)
@@ -377,7 +385,13 @@ class STMSaver(BaseCheckpointSaver[Any]):
             values[channel] = messages
             if remember:
                 self.codec.remember(
-                    (thread_id, ns, channel), messages, entries, snapshot, snapshot_entries, ops
+                    (thread_id, ns, channel),
+                    messages,
+                    entries,
+                    snapshot,
+                    snapshot_entries,
+                    ops,
+                    checkpoint_id=tup.checkpoint.get("id"),
                 )
         checkpoint = cast(Checkpoint, {**tup.checkpoint, "channel_values": values})
         return tup._replace(checkpoint=checkpoint)
@@ -461,9 +475,14 @@ class STMSaver(BaseCheckpointSaver[Any]):
             cold=prepared.encoded.cold if prepared.encoded else False,
         ):
             result = self.inner.put(config, prepared.checkpoint, metadata, new_versions)
-        if prepared.encoded is not None:
-            self.codec.install(prepared.encoded.updates)
+        self._installed(prepared)
         return result
+
+    def _installed(self, prepared: _Prepared) -> None:
+        """After a successful checkpoint write: the codec's cache now describes it."""
+        updates = prepared.encoded.updates if prepared.encoded is not None else []
+        head = (prepared.thread_id, prepared.ns, prepared.checkpoint.get("id"))
+        self.codec.install(updates, head=head)
 
     def put_writes(
         self,
@@ -472,15 +491,32 @@ class STMSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Forward pending writes to the inner saver unchanged (validated if asked)."""
-        self._check_writes(writes)
+        """Forward pending writes to the inner saver unchanged (validated if asked).
+
+        Message objects written are re-serialized by the next ``put`` (a node may have
+        edited them in place).
+        """
+        self._check_writes(config, writes)
         self.inner.put_writes(config, writes, task_id, task_path)
 
-    def _check_writes(self, writes: Sequence[tuple[str, Any]]) -> None:
+    def _check_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]) -> None:
         if self.validate_writes:
             for channel, value in writes:
                 if channel in STM_FIELDS:
                     validate_update(channel, value)
+        if self.linear_messages:
+            # A node may have edited a message object in place and returned it: make
+            # the next checkpoint write serialize every message object written again.
+            configurable = config.get("configurable", {})
+            thread_id = str(configurable.get("thread_id", ""))
+            ns = str(configurable.get("checkpoint_ns", ""))
+            for channel, value in writes:
+                if isinstance(value, BaseMessage):
+                    self.codec.forget_messages(thread_id, ns, channel, [value])
+                elif isinstance(value, (list, tuple)):
+                    written = [m for m in value if isinstance(m, BaseMessage)]
+                    if written:
+                        self.codec.forget_messages(thread_id, ns, channel, written)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints (inner saver) and every row of ours."""
@@ -567,8 +603,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
             cold=prepared.encoded.cold if prepared.encoded else False,
         ):
             result = await self.inner.aput(config, prepared.checkpoint, metadata, new_versions)
-        if prepared.encoded is not None:
-            self.codec.install(prepared.encoded.updates)
+        self._installed(prepared)
         return result
 
     async def aput_writes(
@@ -579,7 +614,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Async twin of :meth:`put_writes`."""
-        self._check_writes(writes)
+        self._check_writes(config, writes)
         await self.inner.aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:

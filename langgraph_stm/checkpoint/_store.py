@@ -11,9 +11,9 @@ loose bodies into one row once there are ``PACK_SIZE`` of them, list records and
 projection. The in-memory store keeps every body loose (there is no I/O to save).
 
 Writes are shaped as context managers around the inner saver's call, so each backend
-decides how it makes them atomic: SQLite stages our rows in the transaction the inner
-saver commits; PostgreSQL commits our rows (bodies, lists, projection) in one
-transaction just before the checkpoint. A projection is trusted only while its
+decides how it makes them safe: SQLite and PostgreSQL both commit our rows (bodies,
+lists, projection) in one transaction just before the checkpoint, and delete a
+thread's rows after its checkpoints. A projection is trusted only while its
 checkpoint id is the thread's latest, so a failed or interrupted checkpoint write is
 repaired on the next read.
 """
@@ -34,6 +34,7 @@ from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
+    nullcontext,
 )
 from dataclasses import dataclass
 from typing import Any
@@ -161,6 +162,10 @@ class Store:
     def setup(self) -> None:
         raise NotImplementedError(self.sync_error)
 
+    def setup_guard(self) -> AbstractContextManager[None]:
+        """Serialize the inner saver's setup and ours with other processes doing it."""
+        return nullcontext()
+
     def writing(
         self,
         thread_id: str,
@@ -217,6 +222,10 @@ class Store:
     # -- async -----------------------------------------------------------------------
     async def asetup(self) -> None:
         raise NotImplementedError(self.async_error)
+
+    def asetup_guard(self) -> AbstractAsyncContextManager[None]:
+        """Async twin of :meth:`setup_guard`."""
+        return nullcontext()
 
     async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         raise NotImplementedError(self.async_error)

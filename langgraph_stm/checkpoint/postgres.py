@@ -28,6 +28,8 @@ Run :meth:`STMSaver.setup` (or ``await asetup()``) once, as with ``PostgresSaver
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -96,6 +98,24 @@ MIGRATIONS: list[str] = [
     END $$""",
 ]
 """Our schema, one statement per version; ``stm_migrations`` records what ran."""
+
+SETUP_LOCK = 0x53544D5F53455450
+"""Advisory lock key that serializes setups (ours and the inner saver's) across workers."""
+MIGRATION_LOCK = SETUP_LOCK + 1
+"""Advisory lock key taken in our migration transaction (a pool's setup lock is held on
+another connection, so this one has a key of its own)."""
+# Polled, not waited for: the inner saver's setup runs CREATE INDEX CONCURRENTLY,
+# which waits for every open transaction, a blocked pg_advisory_lock call included.
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+_UNLOCK = "SELECT pg_advisory_unlock(%s)"
+_XACT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+_LOCK_POLL = 0.05
+
+
+def _locked(row: TupleRow | None) -> bool:
+    """Whether a ``pg_try_advisory_lock`` call returned true."""
+    return row is not None and bool(row[0])
+
 
 _INSERT_BODY = (
     "INSERT INTO stm_message_bodies "
@@ -266,9 +286,43 @@ class PostgresStore(Store):
             with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
 
+    @contextmanager
+    def setup_guard(self) -> Iterator[None]:
+        """Hold a session advisory lock while the inner saver's and our setup run, so
+        that workers setting up a fresh database at once do not collide (two concurrent
+        ``CREATE TABLE IF NOT EXISTS`` fail with a unique violation on ``pg_type``).
+
+        With a pool the lock is held on a connection of its own, so only when the pool
+        can lend another one to the setup (``max_size >= 2``).
+        """
+        target = self.inner.conn
+        if isinstance(target, ConnectionPool):
+            if target.max_size < 2:
+                yield
+                return
+            with target.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+                while not _locked(cur.execute(_TRY_LOCK, (SETUP_LOCK,)).fetchone()):
+                    time.sleep(_LOCK_POLL)
+                try:
+                    yield
+                finally:
+                    cur.execute(_UNLOCK, (SETUP_LOCK,))
+            return
+        while True:
+            with self._cursor(transaction=False) as cur:
+                if _locked(cur.execute(_TRY_LOCK, (SETUP_LOCK,)).fetchone()):
+                    break
+            time.sleep(_LOCK_POLL)
+        try:
+            yield
+        finally:
+            with self._cursor(transaction=False) as cur:
+                cur.execute(_UNLOCK, (SETUP_LOCK,))
+
     def setup(self) -> None:
         """Create or migrate our tables."""
         with self._cursor() as cur:
+            cur.execute(_XACT_LOCK, (MIGRATION_LOCK,))
             cur.execute(MIGRATIONS[0])
             row = cur.execute("SELECT MAX(v) FROM stm_migrations").fetchone()
             version = -1 if row is None or row[0] is None else row[0]
@@ -388,9 +442,42 @@ class AsyncPostgresStore(Store):
             async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
 
+    @asynccontextmanager
+    async def asetup_guard(self) -> AsyncIterator[None]:
+        """Async twin of :meth:`PostgresStore.setup_guard`."""
+        target = self.inner.conn
+        if isinstance(target, AsyncConnectionPool):
+            if target.max_size < 2:
+                yield
+                return
+            async with (
+                target.connection() as conn,
+                conn.cursor(row_factory=tuple_row) as pool_cur,
+            ):
+                while not _locked(
+                    await (await pool_cur.execute(_TRY_LOCK, (SETUP_LOCK,))).fetchone()
+                ):
+                    await asyncio.sleep(_LOCK_POLL)
+                try:
+                    yield
+                finally:
+                    await pool_cur.execute(_UNLOCK, (SETUP_LOCK,))
+            return
+        while True:
+            async with self._cursor(transaction=False) as cur:
+                if _locked(await (await cur.execute(_TRY_LOCK, (SETUP_LOCK,))).fetchone()):
+                    break
+            await asyncio.sleep(_LOCK_POLL)
+        try:
+            yield
+        finally:
+            async with self._cursor(transaction=False) as cur:
+                await cur.execute(_UNLOCK, (SETUP_LOCK,))
+
     async def asetup(self) -> None:
         """Create or migrate our tables."""
         async with self._cursor() as cur:
+            await cur.execute(_XACT_LOCK, (MIGRATION_LOCK,))
             await cur.execute(MIGRATIONS[0])
             row = await (await cur.execute("SELECT MAX(v) FROM stm_migrations")).fetchone()
             version = -1 if row is None or row[0] is None else row[0]

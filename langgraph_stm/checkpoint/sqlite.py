@@ -1,9 +1,13 @@
 """SQLite stores for :class:`~langgraph_stm.checkpoint.STMSaver`.
 
 Our tables live in the inner saver's database and are written on its connection,
-under its lock, in the transaction its ``put`` commits: message rows, list records and
-the projection of a checkpoint are committed together with the checkpoint, or not at
-all when the write fails before the inner saver commits.
+under its lock. Message rows, list records and the projection of a checkpoint are
+committed in one transaction just before the inner saver writes the checkpoint (never
+left pending across the inner ``put``: a rollback of another write on the shared
+connection would discard them). Rows are content-addressed, so a failed checkpoint
+write only leaves unreferenced rows behind, and a projection that is not the thread's
+latest checkpoint is rebuilt on its next read. A thread's rows are deleted after its
+checkpoints.
 
 Message bodies are loose rows until :data:`~langgraph_stm.checkpoint._codec.PACK_SIZE`
 of them accumulate, then packed into one row in that same transaction (see
@@ -23,6 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -222,6 +229,19 @@ def _to_projection(r: Any) -> ProjectionRow:
     return ProjectionRow(r[0], r[1], r[2], r[3], r[4])
 
 
+_SETUP_ATTEMPTS = 100
+_SETUP_RETRY = 0.05
+
+
+def _locked(exc: sqlite3.OperationalError, attempt: int) -> bool:
+    """Whether a failed inner setup met another worker's lock and may be retried.
+
+    The inner saver's setup switches the journal to WAL, which fails at once (without
+    waiting) with "database is locked" while another connection sets up the database.
+    """
+    return "locked" in str(exc) and attempt < _SETUP_ATTEMPTS - 1
+
+
 class SqliteStore(Store):
     """Our tables on a ``SqliteSaver``'s connection (sync methods only)."""
 
@@ -239,21 +259,53 @@ class SqliteStore(Store):
         """Create our tables (idempotent); runs on first use like ``SqliteSaver.setup``."""
         if self.is_setup:
             return
+        self._setup_inner()
         with self.inner.lock:
-            self.inner.setup()
             conn = self.inner.conn
-            conn.execute(MIGRATIONS[0])
-            row = conn.execute("SELECT MAX(v) FROM stm_migrations").fetchone()
-            version = -1 if row is None or row[0] is None else row[0]
-            for v in range(version + 1, len(MIGRATIONS)):
-                conn.execute(MIGRATIONS[v])
-                conn.execute("INSERT INTO stm_migrations (v) VALUES (?)", (v,))
-            conn.commit()
+            if conn.in_transaction:
+                conn.commit()
+            # Write-locks the database first: workers migrating at once take turns.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(MIGRATIONS[0])
+                row = conn.execute("SELECT MAX(v) FROM stm_migrations").fetchone()
+                version = -1 if row is None or row[0] is None else row[0]
+                for v in range(version + 1, len(MIGRATIONS)):
+                    conn.execute(MIGRATIONS[v])
+                    conn.execute("INSERT INTO stm_migrations (v) VALUES (?)", (v,))
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
         self.is_setup = True
 
     @contextmanager
-    def _staged(self, plan: Plan) -> Iterator[None]:
-        """Run a plan's statements uncommitted; the inner saver's commit commits them too."""
+    def setup_guard(self) -> Iterator[None]:
+        """Set up the inner saver first, retried while another worker holds the database
+        (see :func:`_locked`); our own migrations then run in ``BEGIN IMMEDIATE``."""
+        self._setup_inner()
+        yield
+
+    def _setup_inner(self) -> None:
+        for attempt in range(_SETUP_ATTEMPTS):
+            try:
+                with self.inner.lock:
+                    self.inner.setup()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc, attempt):
+                    raise
+            time.sleep(_SETUP_RETRY)
+
+    def _run(self, plan: Plan) -> None:
+        """Run a plan's statements and commit them, under the connection's lock.
+
+        Committed at once, never left pending while the lock is released: another
+        write's rollback (a failed or cancelled ``put``) on this shared connection
+        would discard them. Our rows are content-addressed, so rows committed for a
+        checkpoint the inner saver then fails to write are harmless leftovers (and a
+        projection ahead of the latest checkpoint is rebuilt on its next read).
+        """
         self.setup()
         conn = self.inner.conn
         with self.inner.lock:
@@ -269,18 +321,10 @@ class SqliteStore(Store):
                         result = None
                     else:
                         result = conn.execute(sql, params).fetchall()
+                conn.commit()
             except BaseException:
                 conn.rollback()
                 raise
-        try:
-            yield
-        except BaseException:
-            with self.inner.lock:
-                conn.rollback()
-            raise
-        if conn.in_transaction:
-            with self.inner.lock:
-                conn.commit()
 
     @contextmanager
     def writing(
@@ -297,13 +341,14 @@ class SqliteStore(Store):
         plan = write_plan(
             _WRITE_SQL, thread_id, checkpoint_ns, bodies, lists, projection, order, cold
         )
-        with self._staged(plan):
-            yield
+        self._run(plan)
+        yield
 
     @contextmanager
     def deleting(self, thread_ids: Sequence[str]) -> Iterator[None]:
-        with self._staged(delete_plan(_DELETE_THREAD, thread_ids)):
-            yield
+        # After the checkpoints: if their deletion fails, the thread stays readable.
+        yield
+        self._run(delete_plan(_DELETE_THREAD, thread_ids))
 
     def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         self.setup()
@@ -375,21 +420,44 @@ class AsyncSqliteStore(Store):
         """Create our tables (idempotent); runs on first use."""
         if self.is_setup:
             return
-        await self.inner.setup()
+        await self._asetup_inner()
         async with self.inner.lock:
             conn = self.inner.conn
-            await conn.execute(MIGRATIONS[0])
-            async with conn.execute("SELECT MAX(v) FROM stm_migrations") as cur:
-                row = await cur.fetchone()
-            version = -1 if row is None or row[0] is None else row[0]
-            for v in range(version + 1, len(MIGRATIONS)):
-                await conn.execute(MIGRATIONS[v])
-                await conn.execute("INSERT INTO stm_migrations (v) VALUES (?)", (v,))
-            await conn.commit()
+            if conn.in_transaction:
+                await conn.commit()
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                await conn.execute(MIGRATIONS[0])
+                async with conn.execute("SELECT MAX(v) FROM stm_migrations") as cur:
+                    row = await cur.fetchone()
+                version = -1 if row is None or row[0] is None else row[0]
+                for v in range(version + 1, len(MIGRATIONS)):
+                    await conn.execute(MIGRATIONS[v])
+                    await conn.execute("INSERT INTO stm_migrations (v) VALUES (?)", (v,))
+                await conn.commit()
+            except BaseException:
+                await conn.rollback()
+                raise
         self.is_setup = True
 
     @asynccontextmanager
-    async def _staged(self, plan: Plan) -> AsyncIterator[None]:
+    async def asetup_guard(self) -> AsyncIterator[None]:
+        """Async twin of :meth:`SqliteStore.setup_guard`."""
+        await self._asetup_inner()
+        yield
+
+    async def _asetup_inner(self) -> None:
+        for attempt in range(_SETUP_ATTEMPTS):
+            try:
+                await self.inner.setup()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc, attempt):
+                    raise
+            await asyncio.sleep(_SETUP_RETRY)
+
+    async def _run(self, plan: Plan) -> None:
+        """Run a plan's statements and commit them at once (see ``SqliteStore._run``)."""
         await self.asetup()
         conn = self.inner.conn
         async with self.inner.lock:
@@ -406,18 +474,10 @@ class AsyncSqliteStore(Store):
                     else:
                         async with conn.execute(sql, params) as cur:
                             result = list(await cur.fetchall())
+                await conn.commit()
             except BaseException:
                 await conn.rollback()
                 raise
-        try:
-            yield
-        except BaseException:
-            async with self.inner.lock:
-                await conn.rollback()
-            raise
-        if conn.in_transaction:
-            async with self.inner.lock:
-                await conn.commit()
 
     @asynccontextmanager
     async def awriting(
@@ -434,13 +494,14 @@ class AsyncSqliteStore(Store):
         plan = write_plan(
             _WRITE_SQL, thread_id, checkpoint_ns, bodies, lists, projection, order, cold
         )
-        async with self._staged(plan):
-            yield
+        await self._run(plan)
+        yield
 
     @asynccontextmanager
     async def adeleting(self, thread_ids: Sequence[str]) -> AsyncIterator[None]:
-        async with self._staged(delete_plan(_DELETE_THREAD, thread_ids)):
-            yield
+        # After the checkpoints: if their deletion fails, the thread stays readable.
+        yield
+        await self._run(delete_plan(_DELETE_THREAD, thread_ids))
 
     async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         await self.asetup()

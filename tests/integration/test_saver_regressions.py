@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,8 @@ def _history_contents(saver: Any) -> list[str | None]:
 
 
 class TestKnownBugs:
-    """Reproducers of the review findings that are still open."""
+    """Reproducers of the review findings; those still open are marked xfail."""
 
-    @pytest.mark.xfail(
-        strict=True,
-        raises=AssertionError,
-        reason="B1: message edited in place is stored with its old body",
-    )
     def test_message_edited_in_place_is_stored_with_its_new_content(self) -> None:
         """A message edited in place and returned under its id is stored as edited."""
         plain = _history_contents(SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False)))
@@ -65,9 +61,6 @@ class TestKnownBugs:
         assert plain[0] == "final"
         assert wrapped == plain
 
-    @pytest.mark.xfail(
-        strict=True, raises=LookupError, reason="B3: cached delta base deleted by another worker"
-    )
     def test_thread_deleted_by_another_worker_can_be_reused(self, sqlite_path: Path) -> None:
         """Worker B deletes a thread; worker A reuses the id; both can read it afterwards."""
 
@@ -90,9 +83,6 @@ class TestKnownBugs:
             assert len(graph.get_state(CONFIG).values["messages"]) == 2
             assert b.get_tuple(CONFIG) is not None
 
-    @pytest.mark.xfail(
-        strict=True, raises=LookupError, reason="B2: a cancelled put rolls back other writers' rows"
-    )
     async def test_cancelled_write_never_breaks_another_thread(self, sqlite_path: Path) -> None:
         """Two concurrent puts on one AsyncSqliteSaver, one cancelled: the other stays readable."""
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -128,6 +118,45 @@ class TestKnownBugs:
             assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hello from A"
 
+    def test_failed_sync_write_never_breaks_another_thread(self, sqlite_path: Path) -> None:
+        """Two puts on one SqliteSaver from two threads, one failing: the other stays readable."""
+        with SqliteSaver.from_conn_string(str(sqlite_path)) as inner:
+            saver = STMSaver(inner)
+            saver.setup()
+            real = inner.put
+            a_in_put, b_failed = threading.Event(), threading.Event()
+
+            def patched_put(config: Any, *args: Any, **kwargs: Any) -> Any:
+                if config["configurable"]["thread_id"] == "B":
+                    raise RuntimeError("inner put failed")
+                a_in_put.set()
+                assert b_failed.wait(5)
+                return real(config, *args, **kwargs)
+
+            inner.put = patched_put  # type: ignore[method-assign]
+
+            def put(thread_id: str) -> Any:
+                checkpoint = empty_checkpoint()
+                checkpoint["channel_values"] = {
+                    "messages": [HumanMessage(f"hello from {thread_id}", id=f"{thread_id}-1")]
+                }
+                checkpoint["channel_versions"] = {"messages": 1}
+                config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+                return saver.put(config, checkpoint, {}, {"messages": 1})
+
+            worker = threading.Thread(target=put, args=("A",))
+            worker.start()
+            assert a_in_put.wait(5)
+            with pytest.raises(RuntimeError):
+                put("B")
+            b_failed.set()
+            worker.join(5)
+            tup = STMSaver(inner).get_tuple(
+                {"configurable": {"thread_id": "A", "checkpoint_ns": ""}}
+            )
+            assert tup is not None
+            assert tup.checkpoint["channel_values"]["messages"][0].content == "hello from A"
+
     @pytest.mark.xfail(
         strict=True, raises=AssertionError, reason="B4: list records grow as N^2 on long threads"
     )
@@ -150,3 +179,71 @@ class TestKnownBugs:
             if turn in (500, 2000):
                 marks[turn] = list_bytes
         assert marks[2000] / marks[500] <= 4.5
+
+
+def _setup_at_once(setup: Any, workers: int = 4) -> None:
+    """Run ``setup(index)`` in ``workers`` threads released together; re-raise any error."""
+    barrier = threading.Barrier(workers)
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            setup(index, barrier)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+
+
+class TestConcurrentSetup:
+    """Workers starting at once on a fresh database all set it up without errors."""
+
+    @pytest.mark.postgres
+    def test_postgres_setup_from_four_workers_at_once(self, postgres_uri: str) -> None:
+        def setup(index: int, barrier: threading.Barrier) -> None:
+            with STMSaver.from_postgres(postgres_uri) as saver:
+                barrier.wait(10)
+                saver.setup()
+                assert saver.list_threads() == []
+
+        _setup_at_once(setup)
+
+    @pytest.mark.postgres
+    def test_async_postgres_setup_from_four_workers_at_once(self, postgres_uri: str) -> None:
+        def setup(index: int, barrier: threading.Barrier) -> None:
+            async def run() -> None:
+                async with STMSaver.from_async_postgres(postgres_uri) as saver:
+                    barrier.wait(10)
+                    await saver.asetup()
+                    assert await saver.alist_threads() == []
+
+            asyncio.run(run())
+
+        _setup_at_once(setup)
+
+    @pytest.mark.parametrize("attempt", range(3))
+    def test_sqlite_setup_from_four_workers_at_once(self, sqlite_path: Path, attempt: int) -> None:
+        def setup(index: int, barrier: threading.Barrier) -> None:
+            with STMSaver.from_sqlite(sqlite_path) as saver:
+                barrier.wait(10)
+                saver.setup()
+                assert saver.list_threads() == []
+
+        _setup_at_once(setup)
+
+    def test_async_sqlite_setup_from_four_workers_at_once(self, sqlite_path: Path) -> None:
+        def setup(index: int, barrier: threading.Barrier) -> None:
+            async def run() -> None:
+                async with STMSaver.from_async_sqlite(sqlite_path) as saver:
+                    barrier.wait(10)
+                    await saver.asetup()
+                    assert await saver.alist_threads() == []
+
+            asyncio.run(run())
+
+        _setup_at_once(setup)

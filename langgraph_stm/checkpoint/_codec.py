@@ -19,7 +19,16 @@ What the reference points at lives in our own tables:
   A record is either a *snapshot* (every body digest, in order) or a *delta* against
   a snapshot (ranges copied from the snapshot plus new digests). A delta always
   points at a snapshot, never at another delta, so a read needs at most two list
-  records and one batch of bodies, however long the thread is.
+  records and one batch of bodies, however long the thread is. A snapshot of
+  :data:`CHUNK_SIZE` messages or more shares structure with the others: its digests
+  are cut into fixed-size *chunks* of :data:`CHUNK_SIZE` digests, each stored once per
+  thread and namespace as a chunk row (``base`` empty, keyed by :func:`chunk_digest`),
+  and the snapshot holds the digests of its full chunks followed by the digests of
+  its partial tail (fewer than :data:`CHUNK_SIZE`). Whether a snapshot is chunked
+  follows from its length alone. An append-only thread thus writes each chunk once,
+  and a snapshot costs 16 bytes per chunk plus its tail: list records grow about
+  linearly with the thread, not as its square. A read fetches every chunk row of the
+  thread and namespace with the bodies, in the same statement.
 
 Everything is content-addressed, so writes are idempotent: writing the same rows
 twice, packing the same bodies twice (two writers at once), or leaving rows behind
@@ -41,6 +50,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 __all__ = [
+    "CHUNK_SIZE",
     "MARKER_KEY",
     "MARKER_VERSION",
     "PACK_SIZE",
@@ -50,8 +60,11 @@ __all__ = [
     "MessageCodec",
     "PackRow",
     "Unit",
+    "chunk_digest",
+    "chunk_refs",
     "decode_ops",
     "encode_ops",
+    "is_chunk",
     "is_marker",
     "make_pack",
     "message_digest",
@@ -64,6 +77,10 @@ MARKER_VERSION = "messages/1"
 """Format of the reference dict and of the list records it points at."""
 
 DIGEST_SIZE = 16
+CHUNK_SIZE = 256
+"""Digests per chunk of a snapshot (4 KB); shorter snapshots are stored flat."""
+CHUNK_BASE = b""
+"""``base`` of a chunk row (a snapshot has ``None``, a delta its snapshot's digest)."""
 PACK_SIZE = 32
 """Loose bodies of a thread and namespace that a write moves into one pack."""
 _RANGE = b"R"
@@ -129,6 +146,56 @@ def message_digest(type_: str, data: bytes) -> bytes:
 def list_digest(digests: Iterable[bytes]) -> bytes:
     """Return the digest of an ordered list of body digests."""
     return hashlib.blake2b(b"".join(digests), digest_size=DIGEST_SIZE).digest()
+
+
+def chunk_digest(blob: bytes) -> bytes:
+    """Return the key of a chunk row: a digest of its concatenated body digests, apart
+    from :func:`list_digest` so a chunk never shares a key with a list record."""
+    return hashlib.blake2b(blob, digest_size=DIGEST_SIZE, person=b"stm-chunk").digest()
+
+
+def is_chunk(row: ListRow) -> bool:
+    """Whether ``row`` is a chunk of snapshots rather than a list record."""
+    return row.base == CHUNK_BASE
+
+
+def snapshot_rows(digest: bytes, digests: Sequence[bytes]) -> tuple[ListRow, list[ListRow]]:
+    """Return the snapshot record of ``digests`` and the chunk rows it refers to.
+
+    Example:
+        >>> snap, chunks = snapshot_rows(b"s" * 16, [bytes([i % 256]) * 16 for i in range(300)])
+        >>> len(snap.ops) == 16 * (1 + 300 - CHUNK_SIZE), len(chunks), chunks[0].length
+        (True, 1, 256)
+    """
+    full = len(digests) // CHUNK_SIZE * CHUNK_SIZE
+    chunks: list[ListRow] = []
+    for start in range(0, full, CHUNK_SIZE):
+        blob = b"".join(digests[start : start + CHUNK_SIZE])
+        chunks.append(ListRow(chunk_digest(blob), CHUNK_BASE, CHUNK_SIZE, blob))
+    ops = b"".join(c.digest for c in chunks) + b"".join(digests[full:])
+    return ListRow(digest, None, len(digests), ops), chunks
+
+
+def chunk_refs(row: ListRow) -> list[bytes]:
+    """The digests of the chunks the snapshot ``row`` refers to (none when flat)."""
+    count = row.length // CHUNK_SIZE
+    return split_digests(row.ops[: count * DIGEST_SIZE]) if count else []
+
+
+def snapshot_entries(row: ListRow, rows: Mapping[bytes, ListRow]) -> list[bytes] | None:
+    """Expand the snapshot ``row`` into its body digests, its chunks taken from
+    ``rows``; ``None`` when a chunk is missing."""
+    count = row.length // CHUNK_SIZE
+    if not count:
+        return split_digests(row.ops)
+    parts: list[bytes] = []
+    for ref in split_digests(row.ops[: count * DIGEST_SIZE]):
+        chunk = rows.get(ref)
+        if chunk is None or not is_chunk(chunk):
+            return None
+        parts.append(chunk.ops)
+    parts.append(row.ops[count * DIGEST_SIZE :])
+    return split_digests(b"".join(parts))
 
 
 def encode_ops(ops: Sequence[tuple[int, int] | bytes]) -> bytes:
@@ -253,6 +320,8 @@ class _ChannelCache:
     snapshot: bytes | None = None
     snapshot_entries: list[bytes] = field(default_factory=list)
     snapshot_index: dict[bytes, int] = field(default_factory=dict)
+    chunks: frozenset[bytes] = frozenset()
+    """Digests of the chunk rows known to be stored (see :func:`snapshot_rows`)."""
     known: dict[int, _Known] = field(default_factory=dict)
     """Messages whose bodies are stored, by object id; grown in ``install``, shrunk by
     ``forget_messages``. Holds every message of ``last_objs``."""
@@ -505,8 +574,14 @@ class MessageCodec:
                 entry.snapshot_entries = cached.snapshot_entries
                 entry.snapshot_index = cached.snapshot_index
                 entry.last_ops = ops
+        if cached is not None:
+            entry.chunks = cached.chunks
         if row is None:
-            row = ListRow(ldigest, None, len(digests), b"".join(digests))
+            row, chunks = snapshot_rows(ldigest, digests)
+            fresh = [c for c in chunks if c.digest not in entry.chunks]
+            if fresh:
+                result.lists.extend(fresh)
+                entry.chunks = entry.chunks | {c.digest for c in fresh}
             entry.snapshot = ldigest
             entry.snapshot_entries = digests
             entry.snapshot_index = {d: i for i, d in enumerate(digests)}
@@ -538,6 +613,10 @@ class MessageCodec:
             known={id(m): _Known(m, d) for m, d in zip(messages, digests, strict=True)},
             snapshot=snapshot,
             snapshot_entries=snapshot_entries,
+            chunks=frozenset(
+                chunk_digest(b"".join(snapshot_entries[i : i + CHUNK_SIZE]))
+                for i in range(0, len(snapshot_entries) // CHUNK_SIZE * CHUNK_SIZE, CHUNK_SIZE)
+            ),
             last_objs=list(messages),
             last_digests=list(digests),
             last_ops=[(0, len(digests))] if ops is None else parse_ops(ops),
@@ -613,7 +692,10 @@ def expand_all(
         if base is None or base.base is not None:
             continue
         if snapshot not in snapshots:
-            snapshots[snapshot] = split_digests(base.ops)
+            found = snapshot_entries(base, rows)
+            if found is None:
+                continue
+            snapshots[snapshot] = found
         base_entries = snapshots[snapshot]
         entries = base_entries if row.base is None else decode_ops(row.ops, base_entries)
         expanded[digest] = (entries, snapshot, base_entries, None if row.base is None else row.ops)

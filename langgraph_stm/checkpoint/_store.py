@@ -48,6 +48,7 @@ from langgraph_stm.checkpoint._codec import (
     BodySet,
     Expanded,
     ListRow,
+    chunk_refs,
     expand_all,
     make_pack,
 )
@@ -426,6 +427,11 @@ class MemoryStore(Store):
                         base = self.lists.get((thread_id, checkpoint_ns, row.base))
                         if base is not None:
                             rows[row.base] = base
+                            row = base
+                    for ref in chunk_refs(row) if row.base is None else ():
+                        chunk = self.lists.get((thread_id, checkpoint_ns, ref))
+                        if chunk is not None:
+                            rows[ref] = chunk
             expanded, wanted = expand_all(rows, lists)
             bodies = BodySet()
             for d in wanted:

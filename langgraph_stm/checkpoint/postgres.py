@@ -19,7 +19,8 @@ of them accumulate, then packed into one row by the write of step 1 (the pack is
 inserted and the loose rows deleted in its transaction; two writers packing at once
 at worst store a body twice, which reads ignore). A read is one statement, so one
 round trip and one snapshot: the wanted list records and their snapshots by primary
-key, and every body segment of the thread and namespace. Packs are TOASTed; their
+key, and every chunk row (a partial index) and body segment of the thread and
+namespace. Packs are TOASTed; their
 column uses lz4 compression where the server supports it (decompressing pglz would
 dominate the read).
 
@@ -96,6 +97,12 @@ MIGRATIONS: list[str] = [
         EXECUTE 'ALTER TABLE stm_message_bodies ALTER COLUMN body SET COMPRESSION lz4';
     EXCEPTION WHEN OTHERS THEN NULL;
     END $$""",
+    # The chunk rows of snapshots (_codec.snapshot_rows), all read with every load.
+    "CREATE INDEX IF NOT EXISTS stm_msg_chunks_idx "
+    "ON stm_message_lists (thread_id, checkpoint_ns) WHERE base = ''::bytea",
+    # List records and chunks are a few KB of incompressible digests: kept in the row
+    # (not TOASTed out of line, which costs a lookup per row on every read).
+    "ALTER TABLE stm_message_lists ALTER COLUMN ops SET STORAGE MAIN",
 ]
 """Our schema, one statement per version; ``stm_migrations`` records what ran."""
 
@@ -209,6 +216,9 @@ _LIST_BY_KEY = """
     UNION ALL
 """
 _ALL_BODIES = """
+    SELECT 0, digest, base, length, ops, NULL FROM stm_message_lists
+    WHERE thread_id = %(t)s AND checkpoint_ns = %(ns)s AND base = ''::bytea
+    UNION ALL
     SELECT 1, digests, ends, NULL, body, types FROM stm_message_bodies
     WHERE thread_id = %(t)s AND checkpoint_ns = %(ns)s
 """
@@ -216,8 +226,8 @@ _ALL_BODIES = """
 
 def _load_query(keys: Sequence[bytes]) -> tuple[str, dict[str, Any]]:
     """One statement (one round trip, one snapshot): the list records of ``keys`` and
-    their snapshots (one unique-key lookup each), and every body segment of the thread
-    and namespace."""
+    their snapshots (one unique-key lookup each), and every chunk row and body segment
+    of the thread and namespace."""
     sql = "".join(_LIST_BY_KEY.format(i=i) for i in range(len(keys))) + _ALL_BODIES
     return sql, {f"k{i}": k for i, k in enumerate(keys)}
 

@@ -12,8 +12,9 @@ checkpoints.
 Message bodies are loose rows until :data:`~langgraph_stm.checkpoint._codec.PACK_SIZE`
 of them accumulate, then packed into one row in that same transaction (see
 ``_codec``). A read is a single statement (one snapshot): the wanted list records and
-their snapshots by primary key, and every body segment of the thread and namespace
-by a range scan of the primary key, about N / PACK_SIZE rows for N messages.
+their snapshots by primary key, every chunk row of the thread and namespace by a
+partial index (about N / CHUNK_SIZE rows), and every body segment of the thread and
+namespace by a range scan of the primary key, about N / PACK_SIZE rows for N messages.
 
 Example:
     >>> from langgraph_stm.checkpoint import STMSaver
@@ -89,6 +90,9 @@ MIGRATIONS: list[str] = [
         state TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS stm_threads_updated_at_idx ON stm_threads (updated_at)",
+    # The chunk rows of snapshots (_codec.snapshot_rows), all read with every load.
+    "CREATE INDEX IF NOT EXISTS stm_msg_chunks_idx "
+    "ON stm_message_lists (thread_id, checkpoint_ns) WHERE base = x''",
 ]
 """Our schema, one statement per version; ``stm_migrations`` records what ran."""
 
@@ -175,7 +179,7 @@ _COPY_ROWS = [
 
 def _load_query(n: int) -> str:
     """One statement (one snapshot) for the list records ``IN (n digests)``, their
-    snapshots, and every body segment of the thread and namespace."""
+    snapshots, every chunk row and every body segment of the thread and namespace."""
     keys = ",".join("?" * n)
     return f"""
         SELECT 0, digest, base, length, ops, NULL FROM stm_message_lists
@@ -187,13 +191,16 @@ def _load_query(n: int) -> str:
             AND b.digest = l.base
         WHERE l.thread_id = ? AND l.checkpoint_ns = ? AND l.digest IN ({keys})
         UNION ALL
+        SELECT 0, digest, base, length, ops, NULL FROM stm_message_lists
+        WHERE thread_id = ? AND checkpoint_ns = ? AND base = x''
+        UNION ALL
         SELECT 1, digests, ends, NULL, body, types FROM stm_message_bodies
         WHERE thread_id = ? AND checkpoint_ns = ?
     """
 
 
 def _load_params(thread_id: str, ns: str, keys: Sequence[bytes]) -> list[Any]:
-    return [thread_id, ns, *keys, thread_id, ns, *keys, thread_id, ns]
+    return [thread_id, ns, *keys, thread_id, ns, *keys, thread_id, ns, thread_id, ns]
 
 
 def _loaded(fetched: Iterable[Any], lists: Collection[bytes]) -> tuple[Expanded, BodySet]:

@@ -157,9 +157,6 @@ class TestKnownBugs:
             assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hello from A"
 
-    @pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="B4: list records grow as N^2 on long threads"
-    )
     def test_list_records_grow_linearly_on_long_threads(self) -> None:
         """From 1,000 to 4,000 messages, list-record bytes grow at most ~linearly (<= 4.5x)."""
         from langgraph_stm.checkpoint._codec import MessageCodec

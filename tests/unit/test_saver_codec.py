@@ -7,13 +7,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_stm.checkpoint._codec import (
+    CHUNK_SIZE,
     MARKER_KEY,
     BodySet,
     Encoded,
+    ListRow,
     MessageCodec,
     decode_ops,
     encode_ops,
     expand_all,
+    is_chunk,
     is_marker,
     is_message_list,
     make_pack,
@@ -143,6 +146,60 @@ class TestEncode:
         marker = enc.values["messages"]
         assert set(marker) == {MARKER_KEY, "list", "n"}
         assert marker["n"] == 50
+
+
+class TestChunks:
+    """Long snapshots share their full chunks instead of repeating every digest."""
+
+    def test_append_only_thread_writes_each_chunk_once(self) -> None:
+        """Chunks are written once; a snapshot holds chunk digests and its tail."""
+        codec = MessageCodec()
+        encodings = [encode(codec, conversation(n)) for n in range(1, 3 * CHUNK_SIZE + 40)]
+        chunks = [r.digest for e in encodings for r in e.lists if is_chunk(r)]
+        assert len(chunks) == len(set(chunks)) == 3
+        for enc in encodings:
+            for row in enc.lists:
+                if row.base is None:
+                    full, tail = divmod(row.length, CHUNK_SIZE)
+                    assert len(row.ops) == 16 * (full + tail)
+        last = encodings[-1]
+        assert rebuild(encodings, last.values["messages"]) == conversation(3 * CHUNK_SIZE + 39)
+
+    def test_long_lists_round_trip_when_trimmed_and_edited(self) -> None:
+        """Lists that are not appends (trims, edits) rebuild exactly from chunks."""
+        codec = MessageCodec(delta_limit=6)
+        encodings: list[Encoded] = []
+        messages = conversation(2 * CHUNK_SIZE + 10)
+        for i in range(40):
+            messages = [*messages, HumanMessage(id=f"x{i}", content=str(i))]
+            if i % 9 == 8:
+                messages = messages[5:]
+            if i % 13 == 12:
+                messages = [*messages[:100], AIMessage(id="a1", content=f"e{i}"), *messages[101:]]
+            enc = encode(codec, messages)
+            encodings.append(enc)
+            assert rebuild(encodings, enc.values["messages"]) == messages
+
+    def test_a_missing_chunk_leaves_the_list_out(self) -> None:
+        """A snapshot whose chunk is missing is not expanded (the caller reports it)."""
+        enc = encode(MessageCodec(), conversation(CHUNK_SIZE + 1))
+        digest = bytes.fromhex(str(enc.values["messages"]["list"]))
+        rows: dict[bytes, ListRow] = {r.digest: r for r in enc.lists if not is_chunk(r)}
+        expanded, _ = expand_all(rows, [digest])
+        assert expanded == {}
+
+    def test_a_read_teaches_which_chunks_are_stored(self) -> None:
+        """After ``remember`` (a read), the next snapshot does not write old chunks again."""
+        first = encode(MessageCodec(), conversation(CHUNK_SIZE + 5))
+        digest = bytes.fromhex(str(first.values["messages"]["list"]))
+        expanded, _ = expand_all({r.digest: r for r in first.lists}, [digest])
+        entries, snapshot, snapshot_entries, ops = expanded[digest]
+        codec = MessageCodec(delta_limit=2)
+        messages = conversation(CHUNK_SIZE + 5)
+        codec.remember(KEY, messages, entries, snapshot, snapshot_entries, ops)
+        again = encode(codec, conversation(CHUNK_SIZE + 9))
+        assert [r for r in again.lists if r.base is None]
+        assert not [r for r in again.lists if is_chunk(r)]
 
 
 def test_a_list_with_a_non_message_inside_is_left_alone() -> None:

@@ -1,7 +1,7 @@
-"""Known STMSaver bugs found in review (issue 5), written as the behaviour we want.
+"""Regression tests for STMSaver bugs found in review (issue 5), one per finding.
 
-Each test is marked ``xfail(strict=True)`` until its fix lands: when a fix makes one
-pass, the strict marker turns the run red, so the marker is removed with the fix.
+A new finding is added here first as ``xfail(strict=True)``; the fix removes the marker
+(a strict xfail that starts passing turns the run red).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _history_contents(saver: Any) -> list[str | None]:
 
 
 class TestKnownBugs:
-    """Reproducers of the review findings; those still open are marked xfail."""
+    """Reproducers of the review findings (all fixed so far)."""
 
     def test_message_edited_in_place_is_stored_with_its_new_content(self) -> None:
         """A message edited in place and returned under its id is stored as edited."""

@@ -56,6 +56,25 @@ from langgraph_stm.checkpoint._projection import ProjectionRow
 
 __all__ = ["MemoryStore", "Plan", "Store", "ThreadQuery", "WriteSQL", "write_plan"]
 
+
+# Dialect-independent statements shared by the SQLite and Postgres stores.
+SELECT_STALE = """
+    SELECT c.thread_id FROM (
+        SELECT thread_id, MAX(checkpoint_id) AS latest FROM checkpoints
+        WHERE checkpoint_ns = '' GROUP BY thread_id
+    ) AS c LEFT JOIN stm_threads AS p ON p.thread_id = c.thread_id
+    WHERE p.checkpoint_id IS NULL OR p.checkpoint_id <> c.latest
+"""
+"""Root threads whose projection row is missing or not at their latest checkpoint."""
+
+DELETE_ORPHAN_PROJECTIONS = """
+    DELETE FROM stm_threads WHERE NOT EXISTS (
+        SELECT 1 FROM checkpoints AS c
+        WHERE c.thread_id = stm_threads.thread_id AND c.checkpoint_ns = ''
+    )
+"""
+"""Projection rows of threads that no longer have a root checkpoint."""
+
 Plan = Generator[tuple[str, Any, bool], "list[Any] | None", None]
 """Statements of a write as ``(sql, params, many)``. The rows a single statement
 returns are sent back into the generator, which decides what runs next."""

@@ -50,6 +50,8 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow, expand_all
 from langgraph_stm.checkpoint._projection import ProjectionRow
 from langgraph_stm.checkpoint._store import (
+    DELETE_ORPHAN_PROJECTIONS,
+    SELECT_STALE,
     Store,
     ThreadQuery,
     WriteSQL,
@@ -169,19 +171,6 @@ _SELECT_PROJECTION = (
 _SELECT_LATEST = (
     "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
 )
-_SELECT_STALE = """
-    SELECT c.thread_id FROM (
-        SELECT thread_id, MAX(checkpoint_id) AS latest FROM checkpoints
-        WHERE checkpoint_ns = '' GROUP BY thread_id
-    ) AS c LEFT JOIN stm_threads AS p ON p.thread_id = c.thread_id
-    WHERE p.checkpoint_id IS NULL OR p.checkpoint_id <> c.latest
-"""
-_DELETE_ORPHAN_PROJECTIONS = """
-    DELETE FROM stm_threads WHERE NOT EXISTS (
-        SELECT 1 FROM checkpoints AS c
-        WHERE c.thread_id = stm_threads.thread_id AND c.checkpoint_ns = ''
-    )
-"""
 _DELETE_PROJECTION = "DELETE FROM stm_threads WHERE thread_id = %s"
 _DELETE_THREADS = [
     "DELETE FROM stm_message_bodies WHERE thread_id = ANY(%s)",
@@ -399,8 +388,8 @@ class PostgresStore(Store):
 
     def stale_threads(self) -> list[str]:
         with self._cursor() as cur:
-            stale = [r[0] for r in cur.execute(_SELECT_STALE).fetchall()]
-            cur.execute(_DELETE_ORPHAN_PROJECTIONS)
+            stale = [r[0] for r in cur.execute(SELECT_STALE).fetchall()]
+            cur.execute(DELETE_ORPHAN_PROJECTIONS)
         return stale
 
     def list_projections(self, query: ThreadQuery) -> list[ProjectionRow]:
@@ -555,8 +544,8 @@ class AsyncPostgresStore(Store):
 
     async def astale_threads(self) -> list[str]:
         async with self._cursor() as cur:
-            stale = [r[0] for r in await (await cur.execute(_SELECT_STALE)).fetchall()]
-            await cur.execute(_DELETE_ORPHAN_PROJECTIONS)
+            stale = [r[0] for r in await (await cur.execute(SELECT_STALE)).fetchall()]
+            await cur.execute(DELETE_ORPHAN_PROJECTIONS)
         return stale
 
     async def alist_projections(self, query: ThreadQuery) -> list[ProjectionRow]:

@@ -47,6 +47,8 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow, expand_all
 from langgraph_stm.checkpoint._projection import ProjectionRow
 from langgraph_stm.checkpoint._store import (
+    DELETE_ORPHAN_PROJECTIONS,
+    SELECT_STALE,
     Plan,
     Store,
     ThreadQuery,
@@ -140,19 +142,6 @@ _SELECT_PROJECTION = (
 _SELECT_LATEST = (
     "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''"
 )
-_SELECT_STALE = """
-    SELECT c.thread_id FROM (
-        SELECT thread_id, MAX(checkpoint_id) AS latest FROM checkpoints
-        WHERE checkpoint_ns = '' GROUP BY thread_id
-    ) AS c LEFT JOIN stm_threads AS p ON p.thread_id = c.thread_id
-    WHERE p.checkpoint_id IS NULL OR p.checkpoint_id <> c.latest
-"""
-_DELETE_ORPHAN_PROJECTIONS = """
-    DELETE FROM stm_threads WHERE NOT EXISTS (
-        SELECT 1 FROM checkpoints AS c
-        WHERE c.thread_id = stm_threads.thread_id AND c.checkpoint_ns = ''
-    )
-"""
 _DELETE_PROJECTION = "DELETE FROM stm_threads WHERE thread_id = ?"
 _DELETE_THREAD = [
     "DELETE FROM stm_message_bodies WHERE thread_id = ?",
@@ -385,8 +374,8 @@ class SqliteStore(Store):
     def stale_threads(self) -> list[str]:
         self.setup()
         with self.inner.lock:
-            stale = [r[0] for r in self.inner.conn.execute(_SELECT_STALE)]
-            self.inner.conn.execute(_DELETE_ORPHAN_PROJECTIONS)
+            stale = [r[0] for r in self.inner.conn.execute(SELECT_STALE)]
+            self.inner.conn.execute(DELETE_ORPHAN_PROJECTIONS)
             self.inner.conn.commit()
         return stale
 
@@ -539,9 +528,9 @@ class AsyncSqliteStore(Store):
     async def astale_threads(self) -> list[str]:
         await self.asetup()
         async with self.inner.lock:
-            async with self.inner.conn.execute(_SELECT_STALE) as cur:
+            async with self.inner.conn.execute(SELECT_STALE) as cur:
                 stale = [r[0] for r in await cur.fetchall()]
-            await self.inner.conn.execute(_DELETE_ORPHAN_PROJECTIONS)
+            await self.inner.conn.execute(DELETE_ORPHAN_PROJECTIONS)
             await self.inner.conn.commit()
         return stale
 

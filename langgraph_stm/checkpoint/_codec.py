@@ -320,16 +320,37 @@ class _ChannelCache:
     snapshot: bytes | None = None
     snapshot_entries: list[bytes] = field(default_factory=list)
     snapshot_index: dict[bytes, int] = field(default_factory=dict)
-    chunks: frozenset[bytes] = frozenset()
-    """Digests of the chunk rows known to be stored (see :func:`snapshot_rows`)."""
-    known: dict[int, _Known] = field(default_factory=dict)
+    chunks: frozenset[bytes] | None = frozenset()
+    """Digests of the chunk rows known to be stored (see :func:`snapshot_rows`);
+    ``None``: the chunks of ``snapshot_entries``, computed when a write needs them."""
+    known: dict[int, _Known] | None = field(default_factory=dict)
     """Messages whose bodies are stored, by object id; grown in ``install``, shrunk by
-    ``forget_messages``. Holds every message of ``last_objs``."""
+    ``forget_messages``. Holds every message of ``last_objs``; ``None``: exactly those,
+    built when a write needs them (a read that is never followed by a write, the common
+    case of ``get_state``, pays nothing)."""
     additions: dict[int, _Known] = field(default_factory=dict)
     """Messages this (not yet installed) write stores."""
     last_objs: list[BaseMessage] = field(default_factory=list)
     last_digests: list[bytes] = field(default_factory=list)
     last_ops: Sequence[tuple[int, int] | bytes] = field(default_factory=list)
+
+    def known_map(self) -> dict[int, _Known]:
+        """``known``, built from ``last_objs`` first if it is still implicit."""
+        if self.known is None:
+            pairs = zip(self.last_objs, self.last_digests, strict=True)
+            self.known = {id(m): _Known(m, d) for m, d in pairs}
+        return self.known
+
+    def chunk_set(self) -> frozenset[bytes]:
+        """``chunks``, computed from ``snapshot_entries`` first if still implicit."""
+        if self.chunks is None:
+            entries = self.snapshot_entries
+            whole = len(entries) // CHUNK_SIZE * CHUNK_SIZE
+            self.chunks = frozenset(
+                chunk_digest(b"".join(entries[i : i + CHUNK_SIZE]))
+                for i in range(0, whole, CHUNK_SIZE)
+            )
+        return self.chunks
 
 
 @dataclass(slots=True)
@@ -418,13 +439,11 @@ class MessageCodec:
         """
         with self._lock:
             for key, entry in updates:
-                entry.known.update(entry.additions)
-                entry.additions = {}
-                if len(entry.known) > 2 * len(entry.last_objs) + 256:
-                    entry.known = {
-                        id(m): _Known(m, d)
-                        for m, d in zip(entry.last_objs, entry.last_digests, strict=True)
-                    }
+                if entry.additions:
+                    entry.known_map().update(entry.additions)
+                    entry.additions = {}
+                if entry.known is not None and len(entry.known) > 2 * len(entry.last_objs) + 256:
+                    entry.known = None  # rebuilt from last_objs when next needed
                 scope = self._scope(key[:2])
                 scope.channels[key[2]] = entry
             if head is not None:
@@ -515,7 +534,7 @@ class MessageCodec:
     ) -> dict[str, Any] | None:
         cached = self._get(key)
         written = self._take_written(key)
-        known = cached.known if cached is not None else {}
+        known = cached.known_map() if cached is not None else {}
         last_objs = cached.last_objs if cached is not None else []
         last_digests = cached.last_digests if cached is not None else []
         stale = [i for i, m in written.items() if (k := known.get(i)) is not None and k.obj is m]
@@ -575,13 +594,14 @@ class MessageCodec:
                 entry.snapshot_index = cached.snapshot_index
                 entry.last_ops = ops
         if cached is not None:
-            entry.chunks = cached.chunks
+            entry.chunks = cached.chunk_set()
         if row is None:
             row, chunks = snapshot_rows(ldigest, digests)
-            fresh = [c for c in chunks if c.digest not in entry.chunks]
+            stored = entry.chunk_set()
+            fresh = [c for c in chunks if c.digest not in stored]
             if fresh:
                 result.lists.extend(fresh)
-                entry.chunks = entry.chunks | {c.digest for c in fresh}
+                entry.chunks = stored | {c.digest for c in fresh}
             entry.snapshot = ldigest
             entry.snapshot_entries = digests
             entry.snapshot_index = {d: i for i, d in enumerate(digests)}
@@ -608,15 +628,14 @@ class MessageCodec:
         ``checkpoint_id`` the checkpoint read. Only references are kept: lookup tables
         are built if and when a write needs them.
         """
+        if len(messages) != len(digests):
+            raise ValueError("remember: one digest per message expected")
         self.check_head(key[0], key[1], checkpoint_id)
         entry = _ChannelCache(
-            known={id(m): _Known(m, d) for m, d in zip(messages, digests, strict=True)},
+            known=None,
             snapshot=snapshot,
             snapshot_entries=snapshot_entries,
-            chunks=frozenset(
-                chunk_digest(b"".join(snapshot_entries[i : i + CHUNK_SIZE]))
-                for i in range(0, len(snapshot_entries) // CHUNK_SIZE * CHUNK_SIZE, CHUNK_SIZE)
-            ),
+            chunks=None,
             last_objs=list(messages),
             last_digests=list(digests),
             last_ops=[(0, len(digests))] if ops is None else parse_ops(ops),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import functools
 import inspect
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -99,6 +101,32 @@ def _ts(value: datetime | str | None) -> str | None:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return format_ts(value)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _bridged(
+    async_name: str,
+) -> Callable[[Callable[Concatenate[STMSaver, _P], _R]], Callable[Concatenate[STMSaver, _P], _R]]:
+    """Run a sync method through its async twin on the inner saver's event loop when the
+    inner saver is asynchronous (``AsyncSqliteSaver``, ``AsyncPostgresSaver``), the way
+    those savers serve their own sync methods: allowed from any thread but the loop's."""
+
+    def decorate(
+        method: Callable[Concatenate[STMSaver, _P], _R],
+    ) -> Callable[Concatenate[STMSaver, _P], _R]:
+        @functools.wraps(method)
+        def run(self: STMSaver, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            loop = self._loop
+            if loop is None:
+                return method(self, *args, **kwargs)
+            return cast(_R, self._on_loop(loop, getattr(self, async_name), args, kwargs))
+
+        return run
+
+    return decorate
 
 
 class _Prepared:
@@ -220,6 +248,13 @@ class STMSaver(BaseCheckpointSaver[Any]):
         self.linear_messages = kind is not None if linear_messages is None else linear_messages
         self.codec = MessageCodec(delta_limit=delta_limit)
         self.validate_writes = validate_writes
+        # An async-only store serves sync calls through the inner saver's event loop.
+        loop = getattr(inner, "loop", None)
+        self._loop: asyncio.AbstractEventLoop | None = (
+            loop
+            if not self.store.has_sync and isinstance(loop, asyncio.AbstractEventLoop)
+            else None
+        )
 
     # -- convenience constructors -------------------------------------------------------
     @classmethod
@@ -316,6 +351,32 @@ class STMSaver(BaseCheckpointSaver[Any]):
             await self.store.asetup()
 
     # -- plumbing ------------------------------------------------------------------------
+    def _on_loop(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+    ) -> Any:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise asyncio.InvalidStateError(
+                f"Synchronous calls to STMSaver({type(self.inner).__name__}) are only allowed "
+                "from a different thread. From the event loop's thread, use the async "
+                "interface (await saver.aget_tuple(...), await graph.ainvoke(...))."
+            )
+
+        async def call() -> Any:
+            result = function(*args, **kwargs)
+            if inspect.isasyncgen(result):
+                return iter([item async for item in result])
+            return await result
+
+        return asyncio.run_coroutine_threadsafe(call(), loop).result()
+
     @property
     def config_specs(self) -> list[Any]:
         return self.inner.config_specs
@@ -436,11 +497,13 @@ class STMSaver(BaseCheckpointSaver[Any]):
         return self._rebuild_values(tup, markers, loaded, remember)
 
     # -- BaseCheckpointSaver: sync --------------------------------------------------------
+    @_bridged("aget_tuple")
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple from the inner saver, with message lists restored."""
         tup = self.inner.get_tuple(config)
         return None if tup is None else self._rehydrate(tup, remember=True)
 
+    @_bridged("alist")
     def list(
         self,
         config: RunnableConfig | None,
@@ -456,6 +519,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         for tup in tuples:
             yield self._rehydrate(tup)
 
+    @_bridged("aput")
     def put(
         self,
         config: RunnableConfig,
@@ -484,6 +548,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         head = (prepared.thread_id, prepared.ns, prepared.checkpoint.get("id"))
         self.codec.install(updates, head=head)
 
+    @_bridged("aput_writes")
     def put_writes(
         self,
         config: RunnableConfig,
@@ -518,12 +583,14 @@ class STMSaver(BaseCheckpointSaver[Any]):
                     if written:
                         self.codec.forget_messages(thread_id, ns, channel, written)
 
+    @_bridged("adelete_thread")
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints (inner saver) and every row of ours."""
         with self.store.deleting([str(thread_id)]):
             self.inner.delete_thread(thread_id)
         self.codec.forget_threads([str(thread_id)])
 
+    @_bridged("aget_delta_channel_history")
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -662,6 +729,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         await self.store.asave_projection(row, force=True)
         return row
 
+    @_bridged("aget_thread_state")
     def get_thread_state(self, thread_id: str) -> ThreadState | None:
         """Return the latest structured state of ``thread_id``, or ``None`` if it has none.
 
@@ -693,6 +761,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
             row = await self._arebuild(str(thread_id))
         return None if row is None else row.to_thread_state()
 
+    @_bridged("alist_threads")
     def list_threads(
         self,
         *,
@@ -735,6 +804,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
 
 
 # -- optional capabilities, attached only when the inner saver has them --------------------
+@_bridged("adelete_for_runs")
 def _delete_for_runs(self: STMSaver, run_ids: Sequence[str]) -> None:
     """Forward to the inner saver; a stale projection is rebuilt on its next read."""
     self.inner.delete_for_runs(run_ids)
@@ -745,6 +815,7 @@ async def _adelete_for_runs(self: STMSaver, run_ids: Sequence[str]) -> None:
     await self.inner.adelete_for_runs(run_ids)
 
 
+@_bridged("acopy_thread")
 def _copy_thread(self: STMSaver, source_thread_id: str, target_thread_id: str) -> None:
     """Copy the checkpoints (inner saver) and our rows to ``target_thread_id``."""
     self.store.copy_rows(str(source_thread_id), str(target_thread_id))
@@ -761,6 +832,7 @@ def _prune_ids(thread_ids: Sequence[str]) -> list[str]:
     return [] if isinstance(thread_ids, str) else [str(t) for t in thread_ids]
 
 
+@_bridged("aprune")
 def _prune(self: STMSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
     """Forward to the inner saver; ``"delete"`` also deletes our rows of the threads."""
     ids = _prune_ids(thread_ids)

@@ -175,6 +175,9 @@ class Store:
     """
 
     stores_full_values: bool = True
+    has_sync: bool = True
+    """False for a store over an async-only connection (``STMSaver`` then serves its sync
+    methods on the inner saver's event loop, as that saver does)."""
     sync_error = "this store has no synchronous interface"
     async_error = "this store has no asynchronous interface"
 

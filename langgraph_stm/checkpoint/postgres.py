@@ -410,6 +410,7 @@ class AsyncPostgresStore(Store):
     """Our tables through an ``AsyncPostgresSaver``'s connection or pool (async only)."""
 
     stores_full_values = False
+    has_sync = False
     sync_error = (
         "AsyncPostgresSaver is asynchronous: use the async methods (ainvoke, aget_tuple...), "
         "or wrap a PostgresSaver (STMSaver.from_postgres)"

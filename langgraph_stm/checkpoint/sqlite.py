@@ -403,6 +403,7 @@ class AsyncSqliteStore(Store):
     """Our tables on an ``AsyncSqliteSaver``'s aiosqlite connection (async methods only)."""
 
     stores_full_values = True
+    has_sync = False
     sync_error = (
         "AsyncSqliteSaver is asynchronous: use the async methods (ainvoke, aget_tuple...), "
         "or wrap a SqliteSaver (STMSaver.from_sqlite)"

@@ -323,23 +323,27 @@ class _ChannelCache:
     chunks: frozenset[bytes] | None = frozenset()
     """Digests of the chunk rows known to be stored (see :func:`snapshot_rows`);
     ``None``: the chunks of ``snapshot_entries``, computed when a write needs them."""
-    known: dict[int, _Known] | None = field(default_factory=dict)
-    """Messages whose bodies are stored, by object id; grown in ``install``, shrunk by
-    ``forget_messages``. Holds every message of ``last_objs``; ``None``: exactly those,
-    built when a write needs them (a read that is never followed by a write, the common
-    case of ``get_state``, pays nothing)."""
-    additions: dict[int, _Known] = field(default_factory=dict)
-    """Messages this (not yet installed) write stores."""
+    known: dict[int, _Known] = field(default_factory=dict)
+    """Messages stored earlier that are *not* in ``last_objs`` (they left the list and
+    may come back), by object id; dropped when it grows large. The messages of
+    ``last_objs`` are known through ``last_objs`` itself, so an append costs no
+    per-message bookkeeping."""
     last_objs: list[BaseMessage] = field(default_factory=list)
     last_digests: list[bytes] = field(default_factory=list)
     last_ops: Sequence[tuple[int, int] | bytes] = field(default_factory=list)
+    last_ids: set[int] | None = None
+    """``id()`` of every message of ``last_objs``, built when a write needs it."""
 
-    def known_map(self) -> dict[int, _Known]:
-        """``known``, built from ``last_objs`` first if it is still implicit."""
-        if self.known is None:
-            pairs = zip(self.last_objs, self.last_digests, strict=True)
-            self.known = {id(m): _Known(m, d) for m, d in pairs}
-        return self.known
+    def last_id_set(self) -> set[int]:
+        """``last_ids``, built first if needed."""
+        if self.last_ids is None:
+            self.last_ids = set(map(id, self.last_objs))
+        return self.last_ids
+
+    def known_with_last(self) -> dict[int, _Known]:
+        """``known`` plus every message of ``last_objs`` (a new dict)."""
+        pairs = zip(self.last_objs, self.last_digests, strict=True)
+        return {**self.known, **{id(m): _Known(m, d) for m, d in pairs}}
 
     def chunk_set(self) -> frozenset[bytes]:
         """``chunks``, computed from ``snapshot_entries`` first if still implicit."""
@@ -439,11 +443,8 @@ class MessageCodec:
         """
         with self._lock:
             for key, entry in updates:
-                if entry.additions:
-                    entry.known_map().update(entry.additions)
-                    entry.additions = {}
-                if entry.known is not None and len(entry.known) > 2 * len(entry.last_objs) + 256:
-                    entry.known = None  # rebuilt from last_objs when next needed
+                if len(entry.known) > len(entry.last_objs) + 256:
+                    entry.known = {}  # a cache of departed messages; never required
                 scope = self._scope(key[:2])
                 scope.channels[key[2]] = entry
             if head is not None:
@@ -476,9 +477,8 @@ class MessageCodec:
         A node may edit a message object it received and return it under the same id;
         recognized by identity, it would keep its old body. Forgetting every message
         object written makes the next write serialize them again (an unchanged one gets
-        its old digest back). Costs a dictionary insertion per written message here and
-        a lookup in the next write; every message of the cached list is in ``known``
-        (see :meth:`install`).
+        its old digest back). Costs a dictionary insertion per written message here and,
+        in the next write, a set of the cached list's object ids (built once per entry).
         """
         with self._lock:
             scope = self._cache.get((thread_id, checkpoint_ns))
@@ -534,14 +534,23 @@ class MessageCodec:
     ) -> dict[str, Any] | None:
         cached = self._get(key)
         written = self._take_written(key)
-        known = cached.known_map() if cached is not None else {}
+        known = cached.known if cached is not None else {}
         last_objs = cached.last_objs if cached is not None else []
         last_digests = cached.last_digests if cached is not None else []
-        stale = [i for i, m in written.items() if (k := known.get(i)) is not None and k.obj is m]
+        stale: list[int] = []
+        if written and cached is not None:
+            # ``written`` and ``last_objs`` both hold their objects alive, so an id
+            # found in both is the same object.
+            in_last = cached.last_id_set()
+            stale = [
+                i
+                for i, m in written.items()
+                if i in in_last or ((k := known.get(i)) is not None and k.obj is m)
+            ]
         if stale:
             # Stored messages that a node wrote again, maybe edited in place: serialize
             # them again. The last list may hold them, so diff against the snapshot.
-            known = dict(known)
+            known = cached.known_with_last() if cached is not None else {}
             for i in stale:
                 del known[i]
             last_objs, last_digests = [], []
@@ -551,10 +560,9 @@ class MessageCodec:
             n = len(last_objs)
             if all(map(operator.is_, messages[:n], last_objs)):
                 prefix = n
-        if cached is not None and not prefix:
+        if cached is not None and not prefix and last_objs:
             # Not an append: every message of the last list may be reused anywhere.
-            last = zip(last_objs, last_digests, strict=True)
-            known = {**known, **{id(m): _Known(m, d) for m, d in last}}
+            known = cached.known_with_last()
         if cached is None:
             result.cold = True
         digests = list(last_digests) if cached is not None and prefix else []
@@ -574,7 +582,7 @@ class MessageCodec:
             digests.append(digest)
         result.bodies.extend(bodies)
         ldigest = list_digest(digests)
-        entry = _ChannelCache(known=known, additions=additions)
+        entry = _ChannelCache(known=known)
         entry.last_objs = list(messages)
         entry.last_digests = digests
         row: ListRow | None = None
@@ -632,7 +640,6 @@ class MessageCodec:
             raise ValueError("remember: one digest per message expected")
         self.check_head(key[0], key[1], checkpoint_id)
         entry = _ChannelCache(
-            known=None,
             snapshot=snapshot,
             snapshot_entries=snapshot_entries,
             chunks=None,

@@ -13,7 +13,8 @@ projection. The in-memory store keeps every body loose (there is no I/O to save)
 Writes are shaped as context managers around the inner saver's call, so each backend
 decides how it makes them safe: SQLite and PostgreSQL both commit our rows (bodies,
 lists, projection) in one transaction just before the checkpoint, and delete a
-thread's rows after its checkpoints. A projection is trusted only while its
+thread's checkpoints and our rows in one transaction before the inner saver's own
+``delete_thread`` runs (it then finds nothing left). A projection is trusted only while its
 checkpoint id is the thread's latest, so a failed or interrupted checkpoint write is
 repaired on the next read.
 """
@@ -208,7 +209,8 @@ class Store:
         raise NotImplementedError(self.sync_error)
 
     def deleting(self, thread_ids: Sequence[str]) -> AbstractContextManager[None]:
-        """Delete our rows of ``thread_ids`` around the inner saver's deletion."""
+        """Delete our rows of ``thread_ids`` around the inner saver's deletion (database
+        stores: together with the thread's checkpoints, in one transaction, before it)."""
         raise NotImplementedError(self.sync_error)
 
     def load(

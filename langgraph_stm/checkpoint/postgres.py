@@ -172,7 +172,10 @@ _SELECT_LATEST = (
     "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
 )
 _DELETE_PROJECTION = "DELETE FROM stm_threads WHERE thread_id = %s"
+INNER_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+"""The PostgresSaver tables holding a thread's rows (what its ``delete_thread`` empties)."""
 _DELETE_THREADS = [
+    *(f"DELETE FROM {table} WHERE thread_id = ANY(%s)" for table in INNER_TABLES),
     "DELETE FROM stm_message_bodies WHERE thread_id = ANY(%s)",
     "DELETE FROM stm_message_lists WHERE thread_id = ANY(%s)",
     "DELETE FROM stm_threads WHERE thread_id = ANY(%s)",
@@ -361,10 +364,12 @@ class PostgresStore(Store):
 
     @contextmanager
     def deleting(self, thread_ids: Sequence[str]) -> Iterator[None]:
-        yield
+        # The thread's checkpoints and our rows go in one transaction, all or nothing;
+        # the inner saver's own delete then runs and finds nothing more to delete.
         with self._cursor() as cur:
             for sql in _DELETE_THREADS:
                 cur.execute(sql, (list(thread_ids),))
+        yield
 
     def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         with self._cursor() as cur:
@@ -517,10 +522,11 @@ class AsyncPostgresStore(Store):
 
     @asynccontextmanager
     async def adeleting(self, thread_ids: Sequence[str]) -> AsyncIterator[None]:
-        yield
+        # One transaction for the checkpoints and our rows (see ``PostgresStore.deleting``).
         async with self._cursor() as cur:
             for sql in _DELETE_THREADS:
                 await cur.execute(sql, (list(thread_ids),))
+        yield
 
     async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         async with self._cursor() as cur:

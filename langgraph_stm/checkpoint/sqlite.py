@@ -6,8 +6,8 @@ committed in one transaction just before the inner saver writes the checkpoint (
 left pending across the inner ``put``: a rollback of another write on the shared
 connection would discard them). Rows are content-addressed, so a failed checkpoint
 write only leaves unreferenced rows behind, and a projection that is not the thread's
-latest checkpoint is rebuilt on its next read. A thread's rows are deleted after its
-checkpoints.
+latest checkpoint is rebuilt on its next read. A thread's checkpoints and our rows
+are deleted in one transaction (then the inner ``delete_thread`` runs, finding none).
 
 Message bodies are loose rows until :data:`~langgraph_stm.checkpoint._codec.PACK_SIZE`
 of them accumulate, then packed into one row in that same transaction (see
@@ -143,11 +143,15 @@ _SELECT_LATEST = (
     "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''"
 )
 _DELETE_PROJECTION = "DELETE FROM stm_threads WHERE thread_id = ?"
+INNER_TABLES = ("checkpoints", "writes")
+"""The SqliteSaver tables holding a thread's rows (what its ``delete_thread`` empties)."""
 _DELETE_THREAD = [
+    *(f"DELETE FROM {table} WHERE thread_id = ?" for table in INNER_TABLES),
     "DELETE FROM stm_message_bodies WHERE thread_id = ?",
     "DELETE FROM stm_message_lists WHERE thread_id = ?",
     "DELETE FROM stm_threads WHERE thread_id = ?",
 ]
+"""A thread's checkpoints and our rows, deleted in one transaction (see ``deleting``)."""
 _WRITE_SQL = WriteSQL(
     select_digests=_SELECT_DIGESTS,
     insert_body=_INSERT_BODY,
@@ -342,9 +346,10 @@ class SqliteStore(Store):
 
     @contextmanager
     def deleting(self, thread_ids: Sequence[str]) -> Iterator[None]:
-        # After the checkpoints: if their deletion fails, the thread stays readable.
-        yield
+        # The thread's checkpoints and our rows go in one transaction, all or nothing;
+        # the inner saver's own delete then runs and finds nothing more to delete.
         self._run(delete_plan(_DELETE_THREAD, thread_ids))
+        yield
 
     def copy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         self.setup()
@@ -496,9 +501,9 @@ class AsyncSqliteStore(Store):
 
     @asynccontextmanager
     async def adeleting(self, thread_ids: Sequence[str]) -> AsyncIterator[None]:
-        # After the checkpoints: if their deletion fails, the thread stays readable.
-        yield
+        # One transaction for the checkpoints and our rows (see ``SqliteStore.deleting``).
         await self._run(delete_plan(_DELETE_THREAD, thread_ids))
+        yield
 
     async def acopy_rows(self, source_thread_id: str, target_thread_id: str) -> None:
         await self.asetup()

@@ -542,3 +542,94 @@ def test_copy_thread_is_exposed_when_the_inner_saver_has_it() -> None:
     state = saver.get_thread_state("copy")
     assert state is not None
     assert state.message_count == 4
+
+
+def thread_rows(saver: STMSaver, thread_id: str) -> dict[str, int]:
+    """Rows of ``thread_id`` in every table of the database that has a thread_id column."""
+    conn: Any = saver.inner.conn  # type: ignore[attr-defined]
+    if isinstance(conn, sqlite3.Connection):
+        tables = [
+            t
+            for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if any(c[1] == "thread_id" for c in conn.execute(f"PRAGMA table_info({t})"))
+        ]
+        count = "SELECT COUNT(*) FROM {} WHERE thread_id = ?"
+        return {t: conn.execute(count.format(t), (thread_id,)).fetchone()[0] for t in tables}
+    tables = [
+        r["table_name"]
+        for r in conn.execute(
+            "SELECT table_name FROM information_schema.columns "
+            "WHERE column_name = 'thread_id' AND table_schema = current_schema()"
+        ).fetchall()
+    ]
+    count = "SELECT COUNT(*) AS n FROM {} WHERE thread_id = %s"
+    return {t: int(conn.execute(count.format(t), (thread_id,)).fetchone()["n"]) for t in tables}
+
+
+_SQLITE_TRIGGER = (
+    "CREATE TRIGGER stm_test_refuse BEFORE DELETE ON stm_threads "
+    "BEGIN SELECT RAISE(ABORT, 'refused by test'); END"
+)
+_PG_TRIGGER = [
+    "CREATE FUNCTION stm_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE EXCEPTION 'refused by test'; END $$",
+    "CREATE TRIGGER stm_test_refuse BEFORE DELETE ON stm_threads "
+    "FOR EACH ROW EXECUTE FUNCTION stm_test_refuse()",
+]
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+class TestDeletion:
+    """delete_thread is complete and all-or-nothing across the inner saver's tables and ours."""
+
+    def test_no_row_of_the_thread_is_left_in_any_table(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Every table with a thread_id column (theirs and ours) is empty for the thread."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(40):
+                graph.invoke(turn(i), config("gone"))
+            graph.invoke(turn(0), config("kept"))
+            before = thread_rows(saver, "gone")
+            assert all(n > 0 for n in before.values()), before
+            kept = thread_rows(saver, "kept")
+            saver.delete_thread("gone")
+            assert set(thread_rows(saver, "gone").values()) == {0}
+            assert thread_rows(saver, "kept") == kept
+
+    def test_a_failure_inside_the_deletion_deletes_nothing(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """The database refuses one of our deletes (a trigger): the error propagates in
+        its own type and the thread, checkpoints and our rows alike, is still whole."""
+        with open_sync(backend, request) as saver:
+            graph = agent(saver)
+            for i in range(3):
+                graph.invoke(turn(i), config())
+            rows = thread_rows(saver, "t1")
+            state = graph.get_state(config()).values
+            conn: Any = saver.inner.conn  # type: ignore[attr-defined]
+            if backend == "sqlite":
+                conn.execute(_SQLITE_TRIGGER)
+                conn.commit()
+                expected: type[Exception] = sqlite3.IntegrityError
+            else:
+                import psycopg
+
+                for sql in _PG_TRIGGER:
+                    conn.execute(sql)
+                expected = psycopg.errors.RaiseException
+            with pytest.raises(expected, match="refused by test"):
+                saver.delete_thread("t1")
+            assert thread_rows(saver, "t1") == rows
+            assert graph.get_state(config()).values == state
+            conn.execute(
+                "DROP TRIGGER stm_test_refuse" + (" ON stm_threads" * (backend != "sqlite"))
+            )
+            if backend == "sqlite":
+                conn.commit()
+            saver.delete_thread("t1")
+            assert set(thread_rows(saver, "t1").values()) == {0}

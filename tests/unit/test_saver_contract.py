@@ -89,6 +89,41 @@ class TestInnerSaverContract:
                 r["column_name"] for r in rows
             }
 
+    def test_sqlite_thread_tables_are_the_ones_we_delete_from(self, sqlite_path: Path) -> None:
+        """``delete_thread`` deletes a thread's checkpoints with ours in one transaction,
+        from the inner saver's tables that have a ``thread_id`` column: all of them."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        from langgraph_stm.checkpoint.sqlite import INNER_TABLES
+
+        saver = SqliteSaver(sqlite3.connect(sqlite_path, check_same_thread=False))
+        saver.setup()
+        tables = [
+            r[0] for r in saver.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        ]
+        with_thread = {
+            t
+            for t in tables
+            if any(c[1] == "thread_id" for c in saver.conn.execute(f"PRAGMA table_info({t})"))
+        }
+        assert with_thread == set(INNER_TABLES)
+        saver.conn.close()
+
+    @pytest.mark.postgres
+    def test_postgres_thread_tables_are_the_ones_we_delete_from(self, postgres_uri: str) -> None:
+        """Same for ``PostgresSaver``: every table with a ``thread_id`` column."""
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        from langgraph_stm.checkpoint.postgres import INNER_TABLES
+
+        with PostgresSaver.from_conn_string(postgres_uri) as saver:
+            saver.setup()
+            rows = saver.conn.execute(  # type: ignore[union-attr]
+                "SELECT table_name FROM information_schema.columns "
+                "WHERE column_name = 'thread_id' AND table_schema = current_schema()"
+            ).fetchall()
+            assert {r["table_name"] for r in rows} == set(INNER_TABLES)
+
     def test_optional_capabilities_are_detected_by_override(self) -> None:
         """The conformance suite detects capabilities by overridden methods; so do we."""
         assert getattr(type(STMSaver(InMemorySaver())), "aprune") is getattr(  # noqa: B009

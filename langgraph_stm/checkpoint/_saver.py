@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import functools
 import inspect
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -50,7 +51,8 @@ _EXTENDED = (
     "prune",
     "aprune",
 )
-_SUBCLASSES: dict[tuple[str, ...], type[STMSaver]] = {}
+
+_SUBCLASS_LOCK = threading.Lock()
 
 STM_FIELDS = frozenset({"plan", "constraints", "artifacts", "last_error", "summary"})
 """The STMState channels that ``validate_writes=True`` checks before storing writes."""
@@ -199,18 +201,31 @@ class STMSaver(BaseCheckpointSaver[Any]):
     codec: MessageCodec
 
     def __new__(cls, inner: BaseCheckpointSaver[Any] | None = None, /, **kwargs: Any) -> STMSaver:
-        if cls is not STMSaver or inner is None:
+        # The optional capabilities are methods of a subclass made per set of
+        # capabilities (the conformance suite, like LangGraph, detects a capability by
+        # an override on the class). A user's subclass gets the same treatment, and
+        # keeps its own overrides; the subclass is an attribute of ``cls``, so pickle
+        # finds it by name.
+        if inner is None:
             return super().__new__(cls)
-        caps = tuple(name for name in _EXTENDED if _overrides(type(inner), name))
-        sub = _SUBCLASSES.get(caps)
-        if sub is None:
-            namespace: dict[str, Any] = {name: _EXTENDED_METHODS[name] for name in caps}
-            namespace["__qualname__"] = "STMSaver"
-            namespace["__module__"] = STMSaver.__module__
-            namespace["__doc__"] = STMSaver.__doc__
-            sub = cast(type[STMSaver], type("STMSaver", (STMSaver,), namespace))
-            _SUBCLASSES[caps] = sub
-        return super().__new__(sub)
+        caps = tuple(
+            name
+            for name in _EXTENDED
+            if _overrides(type(inner), name) and not _overrides(cls, name)
+        )
+        if not caps:
+            return super().__new__(cls)
+        name = "_with_" + "_".join(caps)
+        with _SUBCLASS_LOCK:
+            sub = cls.__dict__.get(name)
+            if sub is None:
+                namespace: dict[str, Any] = {n: _EXTENDED_METHODS[n] for n in caps}
+                namespace["__qualname__"] = f"{cls.__qualname__}.{name}"
+                namespace["__module__"] = cls.__module__
+                namespace["__doc__"] = cls.__doc__
+                sub = type(cls.__name__, (cls,), namespace)
+                setattr(cls, name, sub)
+        return cast(STMSaver, super().__new__(sub))
 
     def __init__(
         self,

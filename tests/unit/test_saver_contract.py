@@ -7,10 +7,12 @@ to find a thread's latest checkpoint without deserializing it.
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -129,3 +131,50 @@ class TestInnerSaverContract:
         assert getattr(type(STMSaver(InMemorySaver())), "aprune") is getattr(  # noqa: B009
             BaseCheckpointSaver, "aprune"
         )
+
+
+class _PruningSaver(InMemorySaver):
+    """An inner saver with one optional capability (like PostgresSaver's prune)."""
+
+    pruned: list[str]
+
+    def prune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
+        self.pruned = [*getattr(self, "pruned", []), *thread_ids]
+
+
+class _MySaver(STMSaver):
+    """A user's subclass."""
+
+
+class _MyPruningSaver(STMSaver):
+    """A user's subclass with its own prune."""
+
+    def prune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
+        raise RuntimeError("mine")
+
+
+class TestCapabilities:
+    """Optional capabilities follow the inner saver, for STMSaver and user subclasses."""
+
+    def test_capability_class_pickles_by_name(self) -> None:
+        """The class carrying ``prune`` is importable by its qualified name."""
+        saver = STMSaver(_PruningSaver())
+        assert type(saver).__name__ == "STMSaver"
+        assert pickle.loads(pickle.dumps(type(saver))) is type(saver)
+        assert type(STMSaver(_PruningSaver())) is type(saver)
+        assert type(STMSaver(InMemorySaver())) is STMSaver
+
+    def test_user_subclass_keeps_its_class_and_gains_the_capability(self) -> None:
+        """A subclass instance is still the subclass and forwards ``prune``."""
+        inner = _PruningSaver()
+        saver = _MySaver(inner)
+        assert isinstance(saver, _MySaver)
+        saver.prune(["t1"])  # type: ignore[attr-defined]
+        assert inner.pruned == ["t1"]
+        assert pickle.loads(pickle.dumps(type(saver))) is type(saver)
+
+    def test_user_override_wins(self) -> None:
+        """A capability the user's subclass defines is not replaced by ours."""
+        saver = _MyPruningSaver(_PruningSaver())
+        with pytest.raises(RuntimeError, match="mine"):
+            saver.prune(["t1"])

@@ -47,7 +47,9 @@ class ThreadState:
     summary: Summary | None = None
     """The running summary, if any."""
     message_count: int | None = None
-    """Number of messages in ``messages``; ``None`` when the channel is not a plain list."""
+    """Number of messages in ``messages``; ``None`` when the checkpoint does not hold the
+    list itself: a ``DeltaChannel`` stores only its writes (and an occasional snapshot),
+    so counting would mean replaying the thread's history on every write."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,12 @@ the state after every step.
 
 Backends: InMemorySaver (sync and async), SqliteSaver, AsyncSqliteSaver,
 PostgresSaver, AsyncPostgresSaver. Message ids are explicit so traces compare.
+
+Messages are compared by their exact class and their full field dump, so a wrapper
+that dropped ``additional_kwargs``, ``response_metadata``, ``tool_calls``,
+``usage_metadata``, ``tool_call_id``, ``status``, ``artifact`` or ``name``, or turned an
+``AIMessageChunk`` into an ``AIMessage``, would fail. The graphs write messages with
+all of those fields set.
 """
 
 from __future__ import annotations
@@ -20,7 +26,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -84,11 +100,17 @@ async def open_saver(
 
 
 def normalize(value: Any) -> Any:
-    """Turn state values into comparable plain data (messages by type, id, content)."""
+    """Turn state values into comparable plain data.
+
+    A message becomes its class (module and name, so ``AIMessageChunk`` differs from
+    ``AIMessage``) and its full ``model_dump()``. An interrupt is compared by value:
+    its id derives from the run's checkpoint ids, which differ between runs.
+    """
     if isinstance(value, Interrupt):
         return ("interrupt", normalize(value.value))
-    if hasattr(value, "type") and hasattr(value, "content") and hasattr(value, "id"):
-        return (value.type, value.id, value.content, getattr(value, "name", None))
+    if isinstance(value, BaseMessage):
+        cls = type(value)
+        return ("message", cls.__module__, cls.__qualname__, normalize(value.model_dump()))
     if isinstance(value, dict):
         return {k: normalize(v) for k, v in sorted(value.items())}
     if isinstance(value, list | tuple):
@@ -104,7 +126,8 @@ def snapshot_trace(snap: StateSnapshot) -> Any:
         tasks.append(
             (
                 task.name,
-                [i.value for i in task.interrupts],
+                [normalize(i) for i in task.interrupts],
+                normalize(task.result),
                 snapshot_trace(sub) if isinstance(sub, StateSnapshot) else None,
             )
         )
@@ -201,6 +224,58 @@ def human(i: int, text: str) -> HumanMessage:
     return HumanMessage(id=f"h{i}", content=text)
 
 
+def rich_ai(message_id: str, content: Any, n: int) -> AIMessage:
+    """An AI message with every optional field set: name, tool calls, usage, metadata."""
+    return AIMessage(
+        id=message_id,
+        content=content,
+        name="assistant",
+        tool_calls=[
+            {"id": f"call-{message_id}", "name": "lookup", "args": {"q": message_id, "n": n}}
+        ],
+        invalid_tool_calls=[
+            {"id": f"bad-{message_id}", "name": "lookup", "args": "{oops", "error": "bad json"}
+        ],
+        usage_metadata={
+            "input_tokens": n,
+            "output_tokens": 2 * n + 1,
+            "total_tokens": 3 * n + 1,
+            "input_token_details": {"cache_read": n},
+        },
+        response_metadata={"model_name": "fake-model", "finish_reason": "tool_calls", "seq": n},
+        additional_kwargs={"refusal": None, "custom": {"turn": n, "tags": ["a", "b"]}},
+    )
+
+
+def rich_chunk(message_id: str, n: int) -> AIMessageChunk:
+    """A streamed AI chunk, with tool call chunks, usage and metadata."""
+    return AIMessageChunk(
+        id=message_id,
+        content=f"chunk {n}",
+        name="streamer",
+        tool_call_chunks=[
+            {"id": f"call-{message_id}", "name": "lookup", "args": '{"n": ', "index": 0}
+        ],
+        usage_metadata={"input_tokens": 1, "output_tokens": n, "total_tokens": n + 1},
+        response_metadata={"model_name": "fake-model", "chunk": n},
+        additional_kwargs={"stream": {"part": n}},
+    )
+
+
+def tool_error(message_id: str, call_id: str, n: int) -> ToolMessage:
+    """A failed tool result with an artifact, a name and metadata."""
+    return ToolMessage(
+        id=message_id,
+        content=[{"type": "text", "text": f"lookup failed {n}"}],
+        tool_call_id=call_id,
+        name="lookup",
+        status="error",
+        artifact={"raw": [n, "timeout"], "code": 504, "nested": {"retry": n % 2 == 0}},
+        additional_kwargs={"attempt": n},
+        response_metadata={"latency_ms": 10 * n},
+    )
+
+
 async def scenario_interrupt_and_resume(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
     """A node asks for approval with interrupt(); Command(resume=...) continues it."""
 
@@ -209,14 +284,22 @@ async def scenario_interrupt_and_resume(saver: BaseCheckpointSaver[Any], is_asyn
         return {
             "goal": "refund order 42",
             "plan": [{"id": "s1", "task": "check order"}, {"id": "s2", "task": "refund"}],
-            "messages": [AIMessage(id=f"plan-{n}", content="planning")],
+            "messages": [rich_ai(f"plan-{n}", "planning", n)],
         }
 
     def approve(state: STMState) -> dict[str, Any]:
-        answer = interrupt({"question": "refund?", "count": len(state["messages"])})
+        n = len(state["messages"])
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        assert last.tool_calls
+        call_id = str(last.tool_calls[0]["id"])
+        answer = interrupt({"question": "refund?", "count": n, "draft": rich_chunk(f"d{n}", n)})
         return {
             "plan": {"id": "s2", "status": "done"},
-            "messages": [AIMessage(id=f"done-{answer}", content=f"answer: {answer}")],
+            "messages": [
+                tool_error(f"tool-{answer}", call_id, n),
+                AIMessage(id=f"done-{answer}", content=f"answer: {answer}"),
+            ],
         }
 
     graph = (
@@ -237,6 +320,8 @@ async def scenario_interrupt_and_resume(saver: BaseCheckpointSaver[Any], is_asyn
 
 class Fanout(STMState, total=False):
     visits: Annotated[list[str], operator.add]
+    chunks: Annotated[list[AnyMessage], operator.add]
+    """Appended without add_messages, so AIMessageChunk stays a chunk."""
 
 
 async def scenario_parallel_nodes(saver: BaseCheckpointSaver[Any], is_async: bool) -> Trace:
@@ -244,14 +329,28 @@ async def scenario_parallel_nodes(saver: BaseCheckpointSaver[Any], is_async: boo
 
     def left(state: Fanout) -> dict[str, Any]:
         n = len(state["messages"])
-        return {"messages": [AIMessage(id=f"left-{n}", content="left")], "visits": ["left"]}
+        return {
+            "messages": [rich_ai(f"left-{n}", "left", n)],
+            "visits": ["left"],
+            "chunks": [rich_chunk(f"lc-{n}", n)],
+        }
 
     def right(state: Fanout) -> dict[str, Any]:
         n = len(state["messages"])
-        return {"messages": [AIMessage(id=f"right-{n}", content="right")], "visits": ["right"]}
+        return {
+            "messages": [
+                ChatMessage(id=f"right-{n}", content="right", role="critic", name="r"),
+                SystemMessage(id=f"sys-{n}", content="be nice", additional_kwargs={"n": n}),
+            ],
+            "visits": ["right"],
+            "chunks": [rich_chunk(f"rc-{n}", n), rich_ai(f"ra-{n}", "not a chunk", n)],
+        }
 
     def worker(arg: dict[str, Any]) -> dict[str, Any]:
-        return {"messages": [AIMessage(id=f"w-{arg['i']}-{arg['n']}", content="w")]}
+        message_id = f"w-{arg['i']}-{arg['n']}"
+        if arg["i"] == 1:
+            return {"messages": [tool_error(message_id, f"call-left-{arg['n']}", arg["n"])]}
+        return {"messages": [AIMessage(id=message_id, content="w")]}
 
     def fan(state: Fanout) -> list[Send]:
         return [Send("worker", {"i": i, "n": len(state["messages"])}) for i in range(3)]
@@ -283,7 +382,8 @@ async def scenario_subgraph_namespaces(saver: BaseCheckpointSaver[Any], is_async
 
     def draft(state: STMState) -> dict[str, Any]:
         n = len(state["messages"])
-        return {"messages": [AIMessage(id=f"draft-{n}", content="draft")]}
+        content = [{"type": "text", "text": "draft"}, {"type": "text", "text": f"v{n}"}]
+        return {"messages": [rich_ai(f"draft-{n}", content, n)]}
 
     def review(state: STMState) -> dict[str, Any]:
         verdict = interrupt("review the draft")
@@ -317,7 +417,7 @@ async def scenario_update_state_and_fork(saver: BaseCheckpointSaver[Any], is_asy
 
     def reply(state: STMState) -> dict[str, Any]:
         n = len(state["messages"])
-        return {"messages": [AIMessage(id=f"ai-{n}", content=f"reply to {n}")]}
+        return {"messages": [rich_ai(f"ai-{n}", f"reply to {n}", n)]}
 
     graph = (
         StateGraph(STMState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
@@ -328,7 +428,14 @@ async def scenario_update_state_and_fork(saver: BaseCheckpointSaver[Any], is_asy
     # Edit a message in place (same id, new content) and remove another.
     await run.update(
         run.config,
-        {"messages": [HumanMessage(id="h1", content="q1 edited"), RemoveMessage(id="ai-3")]},
+        {
+            "messages": [
+                HumanMessage(
+                    id="h1", content="q1 edited", name="editor", additional_kwargs={"edit": 1}
+                ),
+                RemoveMessage(id="ai-3"),
+            ]
+        },
         as_node="reply",
     )
     await run.update(run.config, {"constraints": [{"id": "c1", "text": "be brief"}]})
@@ -351,14 +458,18 @@ async def scenario_long_thread_trim_and_fork(
 
     def reply(state: STMState) -> dict[str, Any]:
         n = len(state["messages"])
-        return {"messages": [AIMessage(id=f"ai-{n}", content=f"reply to {n}")]}
+        return {"messages": [rich_ai(f"ai-{n}", f"reply to {n}", n)]}
 
     graph = (
         StateGraph(STMState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
     )
     run = Runner(graph, saver, is_async)
     for i in range(40):
-        await run.invoke({"messages": [human(i, f"q{i}")]})
+        # Every fourth turn is a failed tool result, so packs mix message classes.
+        message = (
+            tool_error(f"t{i}", f"call-ai-{2 * i - 1}", i) if i % 4 == 3 else human(i, f"q{i}")
+        )
+        await run.invoke({"messages": [message]})
     removed = [RemoveMessage(id=m.id) for m in (await run.state()).values["messages"][:5]]
     await run.update(run.config, {"messages": removed}, as_node="reply")
     await run.invoke({"messages": [human(40, "after the trim")]})
@@ -387,7 +498,7 @@ async def scenario_delta_channel(saver: BaseCheckpointSaver[Any], is_async: bool
 
     def reply(state: DeltaState) -> dict[str, Any]:
         n = len(state.get("messages", []))
-        return {"messages": [AIMessage(id=f"ai-{n}", content=f"reply {n}")], "goal": f"g{n}"}
+        return {"messages": [rich_ai(f"ai-{n}", f"reply {n}", n)], "goal": f"g{n}"}
 
     graph = (
         StateGraph(DeltaState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
@@ -406,11 +517,19 @@ async def scenario_message_edited_in_place(
 
     def answer(state: STMState) -> dict[str, Any]:
         n = len(state["messages"])
-        return {"messages": [AIMessage(id=f"a{n}", content="draft")]}
+        return {"messages": [rich_ai(f"a{n}", "draft", n)]}
 
     def polish(state: STMState) -> dict[str, Any]:
         message = state["messages"][-1]
-        message.content = f"final {len(state['messages'])}"
+        assert isinstance(message, AIMessage)
+        n = len(state["messages"])
+        message.content = f"final {n}"
+        # Nested fields edited in place too: only the stored copy can tell them apart.
+        message.additional_kwargs["custom"]["tags"].append("polished")
+        message.response_metadata["finish_reason"] = "stop"
+        message.tool_calls[0]["args"]["n"] = -n
+        if message.usage_metadata is not None:
+            message.usage_metadata["output_tokens"] += 100
         return {"messages": [message]}
 
     graph = (

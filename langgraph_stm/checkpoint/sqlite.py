@@ -143,6 +143,7 @@ _SELECT_LATEST = (
     "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''"
 )
 _DELETE_PROJECTION = "DELETE FROM stm_threads WHERE thread_id = ?"
+_SELECT_VERSION = "SELECT MAX(v) FROM stm_migrations"
 INNER_TABLES = ("checkpoints", "writes")
 """The SqliteSaver tables holding a thread's rows (what its ``delete_thread`` empties)."""
 _DELETE_THREAD = [
@@ -262,6 +263,14 @@ class SqliteStore(Store):
         self._setup_inner()
         with self.inner.lock:
             conn = self.inner.conn
+            try:
+                # A database already at our latest version needs no write lock.
+                row = conn.execute(_SELECT_VERSION).fetchone()
+            except sqlite3.OperationalError:
+                row = None
+            if row is not None and row[0] == len(MIGRATIONS) - 1:
+                self.is_setup = True
+                return
             if conn.in_transaction:
                 conn.commit()
             # Write-locks the database first: workers migrating at once take turns.
@@ -425,6 +434,14 @@ class AsyncSqliteStore(Store):
         await self._asetup_inner()
         async with self.inner.lock:
             conn = self.inner.conn
+            try:
+                async with conn.execute(_SELECT_VERSION) as cur:
+                    current = await cur.fetchone()
+            except sqlite3.OperationalError:
+                current = None
+            if current is not None and current[0] == len(MIGRATIONS) - 1:
+                self.is_setup = True
+                return
             if conn.in_transaction:
                 await conn.commit()
             await conn.execute("BEGIN IMMEDIATE")

@@ -633,3 +633,34 @@ class TestDeletion:
                 conn.commit()
             saver.delete_thread("t1")
             assert set(thread_rows(saver, "t1").values()) == {0}
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_an_older_schema_is_migrated_by_setup(backend: str, request: pytest.FixtureRequest) -> None:
+    """A database whose stm_migrations stops short of the latest version is brought up to
+    it (the last migration, an index, is dropped and its version row removed first)."""
+    if backend == "sqlite":
+        from langgraph_stm.checkpoint.sqlite import MIGRATIONS
+    else:
+        from langgraph_stm.checkpoint.postgres import MIGRATIONS
+    latest = len(MIGRATIONS) - 1
+    with open_sync(backend, request) as saver:
+        graph = agent(saver)
+        graph.invoke(turn(0), config())
+        conn: Any = saver.inner.conn  # type: ignore[attr-defined]
+        conn.execute(f"DELETE FROM stm_migrations WHERE v = {latest}")
+        if backend == "sqlite":
+            conn.execute("DROP INDEX stm_msg_chunks_idx")
+            conn.commit()
+    with open_sync(backend, request) as saver:
+        conn = saver.inner.conn  # type: ignore[attr-defined]
+        if backend == "sqlite":
+            version = conn.execute("SELECT MAX(v) FROM stm_migrations").fetchone()[0]
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            assert "stm_msg_chunks_idx" in names
+        else:
+            version = conn.execute("SELECT MAX(v) AS v FROM stm_migrations").fetchone()["v"]
+        assert version == latest
+        assert len(agent(saver).get_state(config()).values["messages"]) == 2

@@ -319,6 +319,10 @@ class SqliteStore(Store):
         conn = self.inner.conn
         with self.inner.lock:
             try:
+                if not conn.in_transaction:
+                    # Explicit, so the plan is one transaction on an autocommit
+                    # connection (isolation_level=None) too.
+                    conn.execute("BEGIN")
                 result: list[Any] | None = None
                 while True:
                     try:
@@ -481,6 +485,8 @@ class AsyncSqliteStore(Store):
         conn = self.inner.conn
         async with self.inner.lock:
             try:
+                if not conn.in_transaction:
+                    await conn.execute("BEGIN")
                 result: list[Any] | None = None
                 while True:
                     try:

@@ -664,3 +664,20 @@ def test_an_older_schema_is_migrated_by_setup(backend: str, request: pytest.Fixt
             version = conn.execute("SELECT MAX(v) AS v FROM stm_migrations").fetchone()["v"]
         assert version == latest
         assert len(agent(saver).get_state(config()).values["messages"]) == 2
+
+
+def test_deletion_is_one_transaction_on_an_autocommit_connection(sqlite_path: Path) -> None:
+    """With ``isolation_level=None`` too, a refused delete deletes nothing."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(sqlite_path, check_same_thread=False, isolation_level=None)
+    saver = STMSaver(SqliteSaver(conn))
+    saver.setup()
+    graph = agent(saver)
+    graph.invoke(turn(0), config())
+    rows = thread_rows(saver, "t1")
+    conn.execute(_SQLITE_TRIGGER)
+    with pytest.raises(sqlite3.IntegrityError, match="refused by test"):
+        saver.delete_thread("t1")
+    assert thread_rows(saver, "t1") == rows
+    conn.close()

@@ -366,6 +366,8 @@ class _Scope:
     channels: dict[str, _ChannelCache] = field(default_factory=dict)
     written: dict[str, dict[int, object]] = field(default_factory=dict)
     """Message objects nodes wrote per channel since the last encode (``forget_messages``)."""
+    writes_for: set[str] = field(default_factory=set)
+    """Checkpoints on top of which tasks' writes were reported (``note_writes``)."""
 
 
 @dataclass(slots=True)
@@ -396,8 +398,9 @@ class MessageCodec:
     it (``add_messages`` with the same id), so an object already stored is not
     serialized again. A node may also edit a message object in place and return it:
     every message object a node writes is reported with :meth:`forget_messages`
-    (``STMSaver.put_writes`` does), so it is serialized again. A message mutated in
-    place but *not* written by the node is not detected.
+    (``STMSaver.put_writes`` does), so it is serialized again. A checkpoint that
+    follows nodes whose writes were never reported (``durability="exit"``) is encoded
+    cold. A message mutated in place but *not* written by the node is not detected.
 
     The cache of a thread and namespace is tagged with the id of the checkpoint it
     describes (its *head*: the last checkpoint written or read through this codec).
@@ -422,13 +425,41 @@ class MessageCodec:
             self._cache.move_to_end(key[:2])
             return scope.channels.get(key[2])
 
-    def check_head(self, thread_id: str, checkpoint_ns: str, parent: str | None) -> None:
+    def check_head(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        parent: str | None,
+        *,
+        after_nodes: bool = False,
+    ) -> None:
         """Forget the scope's cache unless it describes ``parent``, the checkpoint that
-        the one about to be written follows (see the class doc)."""
+        the one about to be written follows (see the class doc).
+
+        ``after_nodes``: the write follows nodes that ran since ``parent`` (any
+        checkpoint but a run's input one); then the cache is kept only if writes of
+        tasks run on top of ``parent`` were reported (:meth:`note_writes`). With
+        ``durability="exit"`` LangGraph reports none, so a node's in-place edit could
+        not be told apart otherwise.
+        """
         with self._lock:
             scope = self._cache.get((thread_id, checkpoint_ns))
-            if scope is not None and scope.head != parent:
+            if scope is not None and (
+                scope.head != parent or (after_nodes and parent not in scope.writes_for)
+            ):
                 del self._cache[(thread_id, checkpoint_ns)]
+
+    def note_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> None:
+        """Record that writes of tasks run on top of ``checkpoint_id`` were reported
+        (LangGraph may report them while that checkpoint itself is still being written)."""
+        if checkpoint_id is None:
+            return
+        with self._lock:
+            scope = self._cache.get((thread_id, checkpoint_ns))
+            if scope is not None:
+                if len(scope.writes_for) >= 8:
+                    scope.writes_for.clear()
+                scope.writes_for.add(checkpoint_id)
 
     def install(
         self,

@@ -410,7 +410,11 @@ class STMSaver(BaseCheckpointSaver[Any]):
         return clone
 
     def _prepare(
-        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> _Prepared:
         configurable = config.get("configurable", {})
         thread_id = str(configurable.get("thread_id", ""))
@@ -423,7 +427,12 @@ class STMSaver(BaseCheckpointSaver[Any]):
         # The cache describes the checkpoint this process last wrote or read; any other
         # parent (another process wrote, or deleted and reused, the thread) means cold.
         parent = configurable.get("checkpoint_id")
-        self.codec.check_head(thread_id, ns, None if parent is None else str(parent))
+        self.codec.check_head(
+            thread_id,
+            ns,
+            None if parent is None else str(parent),
+            after_nodes=metadata.get("source") != "input",
+        )
         if self.linear_messages and values:
             channels = None if self.store.stores_full_values else list(new_versions)
             encoded = self.codec.encode(self.serde, thread_id, ns, values, channels)
@@ -543,7 +552,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint: our rows first, then the inner saver's checkpoint."""
-        prepared = self._prepare(config, checkpoint, new_versions)
+        prepared = self._prepare(config, checkpoint, metadata, new_versions)
         with self.store.writing(
             prepared.thread_id,
             prepared.ns,
@@ -590,6 +599,10 @@ class STMSaver(BaseCheckpointSaver[Any]):
             configurable = config.get("configurable", {})
             thread_id = str(configurable.get("thread_id", ""))
             ns = str(configurable.get("checkpoint_ns", ""))
+            checkpoint_id = configurable.get("checkpoint_id")
+            self.codec.note_writes(
+                thread_id, ns, None if checkpoint_id is None else str(checkpoint_id)
+            )
             for channel, value in writes:
                 if isinstance(value, BaseMessage):
                     self.codec.forget_messages(thread_id, ns, channel, [value])
@@ -674,7 +687,7 @@ class STMSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
-        prepared = self._prepare(config, checkpoint, new_versions)
+        prepared = self._prepare(config, checkpoint, metadata, new_versions)
         async with self.store.awriting(
             prepared.thread_id,
             prepared.ns,

@@ -61,6 +61,28 @@ class TestKnownBugs:
         assert plain[0] == "final"
         assert wrapped == plain
 
+    @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+    def test_in_place_edit_is_stored_whatever_the_durability(self, durability: Any) -> None:
+        """With ``durability="exit"`` LangGraph reports no pending writes, so the saver
+        cannot learn from them that a node returned an edited message object; the final
+        checkpoint must still hold the edit (a reviewer found it lost; fixed)."""
+
+        def edit(state: STMState) -> dict[str, Any]:
+            message = state["messages"][0]
+            message.content = f"{message.content}!"
+            return {"messages": [message]}
+
+        with STMSaver.from_sqlite(":memory:") as saver:
+            saver.setup()
+            graph = StateGraph(STMState).add_node(edit).add_edge(START, "edit")
+            app = graph.compile(checkpointer=saver)
+            app.invoke({"messages": [HumanMessage("hi", id="h")]}, CONFIG, durability=durability)
+            app.invoke({"messages": []}, CONFIG, durability=durability)
+            saver.codec.forget_threads()  # read what is stored, not what is cached
+            tup = saver.get_tuple(CONFIG)
+            assert tup is not None
+            assert tup.checkpoint["channel_values"]["messages"][0].content == "hi!!"
+
     def test_thread_deleted_by_another_worker_can_be_reused(self, sqlite_path: Path) -> None:
         """Worker B deletes a thread; worker A reuses the id; both can read it afterwards."""
 

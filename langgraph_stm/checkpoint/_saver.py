@@ -204,8 +204,9 @@ class STMSaver(BaseCheckpointSaver[Any]):
         # The optional capabilities are methods of a subclass made per set of
         # capabilities (the conformance suite, like LangGraph, detects a capability by
         # an override on the class). A user's subclass gets the same treatment, and
-        # keeps its own overrides; the subclass is an attribute of ``cls``, so pickle
-        # finds it by name.
+        # keeps its own overrides. The subclass is an attribute of ``cls``: one class per
+        # capability set, found by name by pickle in a process that made it (savers
+        # themselves hold connections and do not pickle).
         if inner is None:
             return super().__new__(cls)
         caps = tuple(

@@ -157,7 +157,8 @@ class TestCapabilities:
     """Optional capabilities follow the inner saver, for STMSaver and user subclasses."""
 
     def test_capability_class_pickles_by_name(self) -> None:
-        """The class carrying ``prune`` is importable by its qualified name."""
+        """The class carrying ``prune`` is one class per capability set, reachable by its
+        qualified name in this process (not in a fresh one, where no saver made it yet)."""
         saver = STMSaver(_PruningSaver())
         assert type(saver).__name__ == "STMSaver"
         assert pickle.loads(pickle.dumps(type(saver))) is type(saver)

@@ -333,6 +333,15 @@ class _ChannelCache:
     last_ops: Sequence[tuple[int, int] | bytes] = field(default_factory=list)
     last_ids: set[int] | None = None
     """``id()`` of every message of ``last_objs``, built when a write needs it."""
+    hasher: Any = None
+    """The :func:`list_digest` hash state after ``last_digests`` (an append then hashes
+    only its new digests), built when a write needs it."""
+
+    def digest_state(self) -> Any:
+        """``hasher``, built first if needed."""
+        if self.hasher is None:
+            self.hasher = hashlib.blake2b(b"".join(self.last_digests), digest_size=DIGEST_SIZE)
+        return self.hasher
 
     def last_id_set(self) -> set[int]:
         """``last_ids``, built first if needed."""
@@ -612,8 +621,16 @@ class MessageCodec:
             additions[id(msg)] = _Known(msg, digest)
             digests.append(digest)
         result.bodies.extend(bodies)
-        ldigest = list_digest(digests)
         entry = _ChannelCache(known=known)
+        if cached is not None and prefix:
+            # An append: hash only the new digests, extend the id set by the new objects.
+            entry.hasher = cached.digest_state().copy()
+            entry.hasher.update(b"".join(digests[prefix:]))
+            ldigest = entry.hasher.digest()
+            if cached.last_ids is not None:
+                entry.last_ids = cached.last_ids.union(map(id, tail))
+        else:
+            ldigest = list_digest(digests)
         entry.last_objs = list(messages)
         entry.last_digests = digests
         row: ListRow | None = None

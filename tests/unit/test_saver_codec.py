@@ -99,6 +99,21 @@ class TestEncode:
         assert len(first.bodies) == 4
         assert [b.message_id for b in second.bodies] == ["a4"]
 
+    def test_an_append_keys_the_list_like_a_cold_encode(self) -> None:
+        """The list digest hashed incrementally on appends equals the one a process that
+        has seen nothing computes, so lists stay content-addressed across workers."""
+        warm = MessageCodec()
+        messages = conversation(3)
+        encode(warm, messages)
+        for i in range(3, 40):
+            messages = [*messages, HumanMessage(id=f"x{i}", content=f"more {i}")]
+            if i % 5 == 0:
+                written = {id(messages[0]): messages[0]}  # a node returned an old object
+                warm.forget_messages("t1", "", "messages", written.values())
+            marker = encode(warm, messages).values["messages"]
+            cold = encode(MessageCodec(), list(messages)).values["messages"]
+            assert marker["list"] == cold["list"]
+
     def test_replaced_message_is_a_new_body(self) -> None:
         """A message replaced by id (add_messages semantics) is stored again."""
         codec = MessageCodec()

@@ -20,7 +20,8 @@ fresh saver (``get_state``, median of 51, order rotated). Turns run with ``durab
 checkpoint writes do not overlap (and compete for the GIL with) the next step.
 
 Run: ``python benchmarks/bench_storage.py`` (``--turns 100`` for a smoke run,
-``--skip-postgres`` without a server; ``STM_TEST_POSTGRES_URI`` names the server).
+``--skip-postgres`` without a server, ``--breakdown`` for PostgreSQL bytes per table;
+``STM_TEST_POSTGRES_URI`` names the server).
 """
 
 from __future__ import annotations
@@ -173,6 +174,42 @@ def postgres_backend(uri: str) -> Backend:
     return Backend("postgres", lambda: PostgresSaver.from_conn_string(uri), size)
 
 
+def postgres_breakdown(uri: str) -> None:
+    """Print where a PostgreSQL variant's bytes are: every table after VACUUM and after
+    VACUUM FULL (no dead space), and the message payload LangGraph hands the inner saver
+    in pending writes and in ``__start__`` input blobs (which no wrapper of ``put`` sees)."""
+    import psycopg
+
+    tables = (
+        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY 2 DESC"
+    )
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("VACUUM")
+        after_vacuum = dict(conn.execute(tables).fetchall())
+        conn.execute("VACUUM FULL")
+        after_full = dict(conn.execute(tables).fetchall())
+        payload = conn.execute(
+            "SELECT (SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_writes "
+            "WHERE channel = 'messages'), (SELECT COALESCE(SUM(pg_column_size(blob)), 0) "
+            "FROM checkpoint_blobs WHERE channel = '__start__')"
+        ).fetchone()
+    print(f"  {'table':<24}{'VACUUM':>12}{'VACUUM FULL':>14}")
+    for name, size in after_vacuum.items():
+        print(f"  {name:<24}{size / 1e6:>10.2f}MB{after_full[name] / 1e6:>12.2f}MB")
+    total_full = sum(after_full.values())
+    print(f"  {'total':<24}{sum(after_vacuum.values()) / 1e6:>10.2f}MB{total_full / 1e6:>12.2f}MB")
+    if payload is not None:
+        writes, inputs = int(payload[0]), int(payload[1])
+        print(
+            f"  message payload in pending writes {writes / 1e6:.2f} MB, in input blobs "
+            f"{inputs / 1e6:.2f} MB; VACUUM FULL total if both were gone (the "
+            f"references that would replace them not counted): "
+            f"{(total_full - writes - inputs) / 1e6:.2f} MB"
+        )
+
+
 class WriteClock:
     """Adds up the wall time spent in a saver's put/put_writes (its *write time*)."""
 
@@ -316,6 +353,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--variants", default="plain,delta,stm")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="print each PostgreSQL variant's bytes per table (VACUUM and VACUUM FULL)",
+    )
     args = parser.parse_args()
     turns = args.turns
     checkpoints = sorted({turns // 2, turns})
@@ -331,6 +373,10 @@ def main() -> None:
             results += run_backend(
                 {v: postgres_backend(u) for v, u in uris.items()}, turns, checkpoints
             )
+            if args.breakdown:
+                for variant, uri in uris.items():
+                    print(f"postgres/{variant}:")
+                    postgres_breakdown(uri)
         print("done postgres", flush=True)
     print()
     report(results, turns)

@@ -408,8 +408,11 @@ class MessageCodec:
     serialized again. A node may also edit a message object in place and return it:
     every message object a node writes is reported with :meth:`forget_messages`
     (``STMSaver.put_writes`` does), so it is serialized again. A checkpoint that
-    follows nodes whose writes were never reported (``durability="exit"``) is encoded
-    cold. A message mutated in place but *not* written by the node is not detected.
+    follows nodes whose writes were not reported since the last read
+    (``durability="exit"``) is encoded cold: the whole list is serialized again, once
+    per run, as a plain saver does on every checkpoint (bodies already stored are not
+    written twice). A message mutated in place but *not* written by the node is not
+    detected.
 
     The cache of a thread and namespace is tagged with the id of the checkpoint it
     describes (its *head*: the last checkpoint written or read through this codec).
@@ -457,6 +460,15 @@ class MessageCodec:
                 scope.head != parent or (after_nodes and parent not in scope.writes_for)
             ):
                 del self._cache[(thread_id, checkpoint_ns)]
+
+    def note_read(self, thread_id: str, checkpoint_ns: str) -> None:
+        """Forget which checkpoints had their tasks' writes reported: a read starts a run
+        (or a resume, whose tasks re-run on a checkpoint whose writes an earlier,
+        interrupted run may have reported) and only writes reported after it count."""
+        with self._lock:
+            scope = self._cache.get((thread_id, checkpoint_ns))
+            if scope is not None:
+                scope.writes_for.clear()
 
     def note_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> None:
         """Record that writes of tasks run on top of ``checkpoint_id`` were reported

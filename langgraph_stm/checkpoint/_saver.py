@@ -497,7 +497,15 @@ class STMSaver(BaseCheckpointSaver[Any]):
             raise ValueError("corrupted message bodies: wrong number of messages")
         return messages
 
+    def _note_read(self, tup: CheckpointTuple) -> None:
+        configurable = tup.config["configurable"]
+        self.codec.note_read(
+            str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", ""))
+        )
+
     def _rehydrate(self, tup: CheckpointTuple, *, remember: bool = False) -> CheckpointTuple:
+        if remember:
+            self._note_read(tup)
         markers = self._markers(tup)
         if not markers:
             return tup
@@ -510,6 +518,8 @@ class STMSaver(BaseCheckpointSaver[Any]):
         return self._rebuild_values(tup, markers, loaded, remember)
 
     async def _arehydrate(self, tup: CheckpointTuple, *, remember: bool = False) -> CheckpointTuple:
+        if remember:
+            self._note_read(tup)
         markers = self._markers(tup)
         if not markers:
             return tup

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
+from langgraph.types import Command, interrupt
 
 from langgraph_stm import STMSaver, STMState
 
@@ -79,6 +81,43 @@ class TestKnownBugs:
             app.invoke({"messages": [HumanMessage("hi", id="h")]}, CONFIG, durability=durability)
             app.invoke({"messages": []}, CONFIG, durability=durability)
             saver.codec.forget_threads()  # read what is stored, not what is cached
+            tup = saver.get_tuple(CONFIG)
+            assert tup is not None
+            assert tup.checkpoint["channel_values"]["messages"][0].content == "hi!!"
+
+    @pytest.mark.parametrize("durability", ["sync", "exit"])
+    def test_in_place_edit_after_a_resume_is_stored(self, durability: Any) -> None:
+        """The interrupted run reported its tasks' writes on the checkpoint the resume
+        starts from; with ``durability="exit"`` the resumed tasks report none, so those
+        earlier reports must not vouch for the resumed run's objects (a reviewer found
+        the edit lost when the interrupted run's writes landed after its checkpoint).
+        Pending writes are delayed here to make that ordering certain."""
+
+        class SlowWrites(STMSaver):
+            def put_writes(self, *args: Any, **kwargs: Any) -> None:
+                time.sleep(0.05)
+                super().put_writes(*args, **kwargs)
+
+        def ask(state: STMState) -> dict[str, Any]:
+            if len(state["messages"]) > 1:
+                interrupt("ok?")
+            return {}
+
+        def edit(state: STMState) -> dict[str, Any]:
+            message = state["messages"][0]
+            message.content = f"{message.content}!"
+            return {"messages": [message]}
+
+        with SqliteSaver.from_conn_string(":memory:") as inner:
+            saver = SlowWrites(inner)
+            saver.setup()
+            graph = StateGraph(STMState).add_node(ask).add_node(edit)
+            app = graph.add_edge(START, "ask").add_edge("ask", "edit").compile(checkpointer=saver)
+            app.invoke({"messages": [HumanMessage("hi", id="h")]}, CONFIG, durability=durability)
+            app.invoke({"messages": [HumanMessage("more", id="m")]}, CONFIG, durability=durability)
+            out = app.invoke(Command(resume="yes"), CONFIG, durability=durability)
+            assert out["messages"][0].content == "hi!!"
+            saver.codec.forget_threads()
             tup = saver.get_tuple(CONFIG)
             assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hi!!"

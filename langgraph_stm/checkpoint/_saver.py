@@ -610,10 +610,6 @@ class STMSaver(BaseCheckpointSaver[Any]):
             configurable = config.get("configurable", {})
             thread_id = str(configurable.get("thread_id", ""))
             ns = str(configurable.get("checkpoint_ns", ""))
-            checkpoint_id = configurable.get("checkpoint_id")
-            self.codec.note_writes(
-                thread_id, ns, None if checkpoint_id is None else str(checkpoint_id)
-            )
             for channel, value in writes:
                 if isinstance(value, BaseMessage):
                     self.codec.forget_messages(thread_id, ns, channel, [value])
@@ -621,6 +617,11 @@ class STMSaver(BaseCheckpointSaver[Any]):
                     written = [m for m in value if isinstance(m, BaseMessage)]
                     if written:
                         self.codec.forget_messages(thread_id, ns, channel, written)
+            # Last: a checkpoint write that sees this report sees the objects above too.
+            checkpoint_id = configurable.get("checkpoint_id")
+            self.codec.note_writes(
+                thread_id, ns, None if checkpoint_id is None else str(checkpoint_id)
+            )
 
     @_bridged("adelete_thread")
     def delete_thread(self, thread_id: str) -> None:

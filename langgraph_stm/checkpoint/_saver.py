@@ -161,7 +161,9 @@ class STMSaver(BaseCheckpointSaver[Any]):
     """Wrap a checkpointer to add a per-thread structured-state projection and linear storage.
 
     Every sync method forwards to the inner saver's sync method and every async method
-    to its async method. On top of that:
+    to its async method. Over ``AsyncSqliteSaver``/``AsyncPostgresSaver``, whose sync
+    methods run their async twins on the saver's event loop, ours do the same (allowed
+    from any thread but the loop's). On top of that:
 
     - **Linear storage**: every channel value that is a list of LangChain messages
       (``messages`` with plain ``add_messages`` included) is stored as message bodies,
@@ -625,7 +627,11 @@ class STMSaver(BaseCheckpointSaver[Any]):
 
     @_bridged("adelete_thread")
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's checkpoints (inner saver) and every row of ours."""
+        """Delete the thread's checkpoints and every row of ours, all or nothing.
+
+        On SQLite and PostgreSQL both go in one transaction (the inner saver's thread
+        tables and ours); the inner ``delete_thread`` then runs and finds nothing left.
+        """
         with self.store.deleting([str(thread_id)]):
             self.inner.delete_thread(thread_id)
         self.codec.forget_threads([str(thread_id)])

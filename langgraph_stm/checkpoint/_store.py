@@ -27,6 +27,7 @@ from collections.abc import (
     Callable,
     Collection,
     Generator,
+    Iterable,
     Iterator,
     Sequence,
 )
@@ -96,6 +97,41 @@ class WriteSQL:
     """Delete the loose body ``(thread_id, ns, digest)``."""
     insert_list: str
     upsert_projection: str
+
+
+def loaded_rows(fetched: Iterable[Any], lists: Collection[bytes]) -> tuple[Expanded, BodySet]:
+    """Sort the rows of a load query (``kind, a, b, length, data, types``: a body segment
+    when ``kind`` is true, else a list record) and expand the lists ``lists``."""
+    rows: dict[bytes, ListRow] = {}
+    bodies = BodySet()
+    for kind, a, b, length, data, types in fetched:
+        if kind:
+            bodies.add(a, b, types, data)
+        else:
+            rows[a] = ListRow(a, b, length, data)
+    expanded, _ = expand_all(rows, lists, collect=False)
+    return expanded, bodies
+
+
+def list_threads_sql(
+    query: ThreadQuery, *, param: str, state: str, no_limit: Any
+) -> tuple[str, list[Any]]:
+    """The projection query of :class:`ThreadQuery` in a dialect: its parameter marker,
+    how to select ``state`` as text, and the LIMIT value that means "all"."""
+    sql = f"SELECT thread_id, checkpoint_id, updated_at, message_count, {state} FROM stm_threads"
+    where: list[str] = []
+    params: list[Any] = []
+    if query.updated_after is not None:
+        where.append(f"updated_at > {param}")
+        params.append(query.updated_after)
+    if query.updated_before is not None:
+        where.append(f"updated_at < {param}")
+        params.append(query.updated_before)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += f" ORDER BY updated_at DESC, thread_id DESC LIMIT {param} OFFSET {param}"
+    params += [no_limit if query.limit is None else query.limit, query.offset]
+    return sql, params
 
 
 def projection_params(p: ProjectionRow) -> tuple[Any, ...]:

@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
         "pip install 'langgraph-stm[postgres]'"
     ) from None
 
-from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow
 from langgraph_stm.checkpoint._projection import ProjectionRow
 from langgraph_stm.checkpoint._store import (
     DELETE_ORPHAN_PROJECTIONS,
@@ -55,6 +55,8 @@ from langgraph_stm.checkpoint._store import (
     Store,
     ThreadQuery,
     WriteSQL,
+    list_threads_sql,
+    loaded_rows,
     projection_params,
     write_plan,
 )
@@ -224,33 +226,8 @@ def _load_query(keys: Sequence[bytes]) -> tuple[str, dict[str, Any]]:
     return sql, {f"k{i}": k for i, k in enumerate(keys)}
 
 
-def _loaded(fetched: Sequence[TupleRow], lists: Collection[bytes]) -> tuple[Expanded, BodySet]:
-    rows: dict[bytes, ListRow] = {}
-    bodies = BodySet()
-    for kind, a, b, length, data, types in fetched:
-        if kind:
-            bodies.add(a, b, types, data)
-        else:
-            rows[a] = ListRow(a, b, length, data)
-    expanded, _ = expand_all(rows, lists, collect=False)
-    return expanded, bodies
-
-
 def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
-    sql = "SELECT thread_id, checkpoint_id, updated_at, message_count, state::text FROM stm_threads"
-    where: list[str] = []
-    params: list[Any] = []
-    if query.updated_after is not None:
-        where.append("updated_at > %s")
-        params.append(query.updated_after)
-    if query.updated_before is not None:
-        where.append("updated_at < %s")
-        params.append(query.updated_before)
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY updated_at DESC, thread_id DESC LIMIT %s OFFSET %s"
-    params += [query.limit, query.offset]
-    return sql, params
+    return list_threads_sql(query, param="%s", state="state::text", no_limit=None)
 
 
 def _to_projection(r: TupleRow) -> ProjectionRow:
@@ -383,7 +360,7 @@ class PostgresStore(Store):
         params |= {"t": thread_id, "ns": checkpoint_ns}
         with self._cursor(transaction=False) as cur:
             fetched = cur.execute(sql, params).fetchall()
-        return _loaded(fetched, lists)
+        return loaded_rows(fetched, lists)
 
     def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         with self._cursor(transaction=False) as cur:
@@ -541,7 +518,7 @@ class AsyncPostgresStore(Store):
         async with self._cursor(transaction=False) as cur:
             await cur.execute(sql, params)
             fetched = await cur.fetchall()
-        return _loaded(fetched, lists)
+        return loaded_rows(fetched, lists)
 
     async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         async with self._cursor(transaction=False) as cur:

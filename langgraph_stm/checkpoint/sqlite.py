@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
         "pip install 'langgraph-stm[sqlite]'"
     ) from None
 
-from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow, expand_all
+from langgraph_stm.checkpoint._codec import BodyRow, BodySet, Expanded, ListRow
 from langgraph_stm.checkpoint._projection import ProjectionRow
 from langgraph_stm.checkpoint._store import (
     DELETE_ORPHAN_PROJECTIONS,
@@ -54,6 +54,8 @@ from langgraph_stm.checkpoint._store import (
     ThreadQuery,
     WriteSQL,
     delete_plan,
+    list_threads_sql,
+    loaded_rows,
     projection_params,
     write_plan,
 )
@@ -197,33 +199,8 @@ def _load_params(thread_id: str, ns: str, keys: Sequence[bytes]) -> list[Any]:
     return [thread_id, ns, *keys, thread_id, ns, *keys, thread_id, ns, thread_id, ns]
 
 
-def _loaded(fetched: Iterable[Any], lists: Collection[bytes]) -> tuple[Expanded, BodySet]:
-    rows: dict[bytes, ListRow] = {}
-    bodies = BodySet()
-    for kind, a, b, length, data, types in fetched:
-        if kind:
-            bodies.add(a, b, types, data)
-        else:
-            rows[a] = ListRow(a, b, length, data)
-    expanded, _ = expand_all(rows, lists, collect=False)
-    return expanded, bodies
-
-
 def _list_query_sql(query: ThreadQuery) -> tuple[str, list[Any]]:
-    sql = "SELECT thread_id, checkpoint_id, updated_at, message_count, state FROM stm_threads"
-    where: list[str] = []
-    params: list[Any] = []
-    if query.updated_after is not None:
-        where.append("updated_at > ?")
-        params.append(query.updated_after)
-    if query.updated_before is not None:
-        where.append("updated_at < ?")
-        params.append(query.updated_before)
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY updated_at DESC, thread_id DESC LIMIT ? OFFSET ?"
-    params += [-1 if query.limit is None else query.limit, query.offset]
-    return sql, params
+    return list_threads_sql(query, param="?", state="state", no_limit=-1)
 
 
 def _to_projection(r: Any) -> ProjectionRow:
@@ -380,7 +357,7 @@ class SqliteStore(Store):
             fetched = self.inner.conn.execute(
                 _load_query(len(keys)), _load_params(thread_id, checkpoint_ns, keys)
             ).fetchall()
-        return _loaded(fetched, lists)
+        return loaded_rows(fetched, lists)
 
     def get_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         self.setup()
@@ -543,7 +520,7 @@ class AsyncSqliteStore(Store):
         params = _load_params(thread_id, checkpoint_ns, keys)
         async with self.inner.lock, self.inner.conn.execute(_load_query(len(keys)), params) as cur:
             fetched = await cur.fetchall()
-        return _loaded(fetched, lists)
+        return loaded_rows(fetched, lists)
 
     async def aget_projection(self, thread_id: str) -> tuple[ProjectionRow | None, str | None]:
         await self.asetup()

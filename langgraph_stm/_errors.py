@@ -18,6 +18,9 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
   state is left exactly as it was.
 - :class:`InvalidArgumentError` - an argument is out of range or unknown
   (``max_tokens <= 0``, an unknown option value). Also a ``ValueError``.
+- :class:`StorageError` - rows that ``STMSaver`` stored are missing or corrupt (a
+  table dropped or edited by hand, a thread deleted while a run was writing it);
+  the driver's own error, if any, is chained as ``__cause__``.
 
 Every module adds its error classes here, so the whole hierarchy stays readable in
 one file.
@@ -31,6 +34,7 @@ __all__ = [
     "InvalidMessageError",
     "STMError",
     "StateUpdateError",
+    "StorageError",
     "SummarizationError",
     "TokenizerError",
     "ToolPairError",
@@ -95,3 +99,18 @@ class InvalidArgumentError(STMError, ValueError):
 
     The message names the argument and the accepted values.
     """
+
+
+class StorageError(STMError):
+    """Rows ``STMSaver`` stored for a thread are missing or corrupt.
+
+    ``thread_id`` and ``checkpoint_ns`` name the thread and namespace at fault; the
+    message says what is missing and what to do (usually: delete the thread).
+    """
+
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, checkpoint_ns: str = ""
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        super().__init__(message)

@@ -1,11 +1,13 @@
-"""The storage benchmark script still runs end to end (a smoke run, nothing timed).
+"""The benchmark scripts still run end to end (smoke runs, no figure judged).
 
-The figures themselves come from ``python benchmarks/bench_storage.py`` (400 turns);
-this only guards the script against rot, with a few turns on both backends.
+The figures themselves come from ``python benchmarks/bench_storage.py`` (400 turns)
+and ``python benchmarks/bench_turns.py`` (800 turns); these only guard the scripts
+against rot, with a few turns each.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +43,38 @@ def test_storage_benchmark_smoke_run(postgres_uri: str) -> None:
     assert "stm_message_bodies" in out
     assert "message payload in pending writes" in out
     assert out.count("size vs plain") == 2
+
+
+def test_turns_benchmark_smoke_run() -> None:
+    """Six turns of every variant on SQLite: real timings, file sizes and commit counts.
+
+    Turns 3 and 6 call a tool, so both kinds of turn are counted. No figure is judged
+    against the issue's targets here (six turns say nothing about growth).
+    """
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_turns.py"), "--turns", "6", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    data = json.loads(out)
+    assert data["turns"] == 6
+    assert data["points"] == [6]  # no listed report point <= 6: the last turn is reported
+    assert set(data["variants"]) == {"plain", "delta", "ours_keep", "ours_summary"}
+    for name, variant in data["variants"].items():
+        point = variant["points"]["6"]
+        assert point["cpu_ms"] > 0, name
+        assert point["wall_ms"] > 0, name
+        assert point["file_bytes"] >= 4096, name  # at least one SQLite page in use
+        assert point["messages"] == 17, name  # system + 6 x (human, answer) + 2 x (call, result)
+        assert point["commits_per_turn"] >= 1, name
+        kinds = variant["commits_by_kind"]
+        # a durable checkpoint per step: a tool turn has two more steps than a chat turn
+        assert kinds["chat"] >= 3, name
+        assert kinds["tool"] > kinds["chat"], name
+        assert 0 < variant["max_input_tokens"] <= 4000, name
+    # the plain saver commits once per put and once per put_writes
+    assert data["variants"]["plain"]["commits_by_kind"] == {"chat": 5.0, "tool": 9.0}
+    assert {t["target"].split()[0] for t in data["targets"]} >= {"ours_keep", "ours_summary"}
+    assert all(isinstance(t["pass"], bool) for t in data["targets"])

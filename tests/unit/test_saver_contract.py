@@ -32,7 +32,7 @@ class TestImports:
             "heavy = [m for m in sys.modules if m.split('.')[0] in ('psycopg', 'aiosqlite')\n"
             "         or m.startswith(('langgraph.checkpoint.sqlite',"
             " 'langgraph.checkpoint.postgres', 'langgraph_stm.checkpoint.sqlite',"
-            " 'langgraph_stm.checkpoint.postgres'))]\n"
+            " 'langgraph_stm.checkpoint._postgres'))]\n"
             "print(heavy)\n"
         )
         out = subprocess.run(
@@ -96,7 +96,7 @@ class TestInnerSaverContract:
         from the inner saver's tables that have a ``thread_id`` column: all of them."""
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        from langgraph_stm.checkpoint.sqlite import INNER_TABLES
+        from langgraph_stm.checkpoint._inner import SQLITE_TABLES as INNER_TABLES
 
         saver = SqliteSaver(sqlite3.connect(sqlite_path, check_same_thread=False))
         saver.setup()
@@ -116,7 +116,7 @@ class TestInnerSaverContract:
         """Same for ``PostgresSaver``: every table with a ``thread_id`` column."""
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        from langgraph_stm.checkpoint.postgres import INNER_TABLES
+        from langgraph_stm.checkpoint._inner import POSTGRES_TABLES as INNER_TABLES
 
         with PostgresSaver.from_conn_string(postgres_uri) as saver:
             saver.setup()

@@ -4,8 +4,8 @@ Every test runs on each backend its finding applies to: InMemorySaver ("memory")
 SqliteSaver ("sqlite"), AsyncSqliteSaver ("async_sqlite"), PostgresSaver ("postgres")
 and AsyncPostgresSaver ("async_postgres"). Async backends are driven through the async
 API (``ainvoke``, ``aget_state``, ``aget_thread_state``...). Databases are real: files in
-the test's tmp dir, and a fresh PostgreSQL database per test (plus one more per extra
-database a test asks for, e.g. for the plain saver it compares with). Where a finding
+the test's tmp dir, and a fresh PostgreSQL database per test (another database a test
+asks for, e.g. for the plain saver it compares with, is a schema of that one). Where a finding
 says the wrapper behaves as the plain inner saver does, the same graph runs on the
 plain saver over its own database and the results are compared (messages by class and
 ``model_dump()``).
@@ -81,22 +81,16 @@ class Backend:
         return self._locations[db]
 
     def _new_postgres_database(self, db: str) -> str:
+        """The test's database for "main"; any other is a schema of it (quicker than a
+        database), reached through the connection's search_path."""
         import psycopg
 
         main: str = self._request.getfixturevalue("postgres_uri")
         if db == "main":
             return main
-        base, _, main_name = main.rpartition("/")
-        name = f"{main_name}_{db}"
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-
-        def drop() -> None:
-            with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-        self._request.addfinalizer(drop)
-        return f"{base}/{name}"
+        with psycopg.connect(main, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{db}"')
+        return f"{main}?options=-csearch_path%3D{db}"
 
     @asynccontextmanager
     async def saver(self, db: str = "main", *, plain: bool = False) -> AsyncIterator[Any]:

@@ -444,28 +444,41 @@ class TestAppendOnly:
                 assert len(versions) <= len(HISTORY[dialect])
 
 
-_CREATE = re.compile(
-    r"\bCREATE\s+(?:UNIQUE\s+)?(TABLE|INDEX)\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)\"?"
-    r"|\bDROP\s+(TABLE|INDEX)\s+(?:IF\s+EXISTS\s+)?\"?(\w+)\"?"
-    r"|\bALTER\s+(TABLE|INDEX)\s+(?:IF\s+EXISTS\s+)?\"?(\w+)\"?\s+RENAME\s+TO\s+\"?(\w+)\"?",
+_NAME = r"\"?(\w+)\"?"
+_DDL = re.compile(
+    rf"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<table>{_NAME})"
+    rf"|\bCREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<index>{_NAME})"
+    rf"\s+ON\s+(?:ONLY\s+)?(?P<on>{_NAME})"
+    rf"|\bDROP\s+(?P<drop>TABLE|INDEX)\s+(?:IF\s+EXISTS\s+)?(?P<dropped>{_NAME})"
+    rf"|\bALTER\s+(?P<alter>TABLE|INDEX)\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?(?P<old>{_NAME})"
+    rf"\s+RENAME\s+TO\s+(?P<new>{_NAME})",
     re.IGNORECASE,
 )
 
 
 def created_by(migrations: list[Any]) -> tuple[set[str], set[str]]:
-    """Tables and indexes the SQL migrations leave behind, replayed in order (a migration
-    that is not a string is skipped: what it creates is not checked here)."""
-    made: dict[str, set[str]] = {"table": set(), "index": set()}
+    """Tables and indexes the SQL migrations leave behind, replayed in order (a dropped
+    table takes its indexes along; a migration that is not a string is skipped: what it
+    creates is not checked here)."""
+    tables: set[str] = set()
+    indexes: dict[str, str] = {}
     for statement in migrations:
         if not isinstance(statement, str):
             continue
-        for m in _CREATE.finditer(statement):
-            if m.group(1):
-                made[m.group(1).lower()].add(m.group(2))
-            elif m.group(3):
-                made[m.group(3).lower()].discard(m.group(4))
-            else:
-                kind = made[m.group(5).lower()]
-                kind.discard(m.group(6))
-                kind.add(m.group(7))
-    return made["table"], made["index"]
+        for m in _DDL.finditer(statement):
+            name = {k: v.strip('"') for k, v in m.groupdict().items() if v is not None}
+            if "table" in name:
+                tables.add(name["table"])
+            elif "index" in name:
+                indexes[name["index"]] = name["on"]
+            elif name.get("drop", "").upper() == "TABLE":
+                tables.discard(name["dropped"])
+                indexes = {i: t for i, t in indexes.items() if t != name["dropped"]}
+            elif "drop" in name:
+                indexes.pop(name["dropped"], None)
+            elif name["alter"].upper() == "TABLE" and name["old"] in tables:
+                tables = (tables - {name["old"]}) | {name["new"]}
+                indexes = {i: name["new"] if t == name["old"] else t for i, t in indexes.items()}
+            elif name["old"] in indexes:
+                indexes[name["new"]] = indexes.pop(name["old"])
+    return tables, set(indexes)

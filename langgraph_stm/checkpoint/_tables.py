@@ -439,6 +439,20 @@ def migrate_plan(d: Dialect, migrations: Sequence[Migration]) -> Plan:
     return len(migrations) - 1
 
 
+def _convert_list(row: Any) -> list[tuple[Any, ...]]:
+    """One list row of the first layouts as rows of today's: snapshots of
+    ``CHUNK_SIZE`` messages or more written before chunking existed are stored flat
+    (every digest) and become a chunked snapshot plus its chunks."""
+    from langgraph_stm.checkpoint._format import CHUNK_SIZE, DIGEST_SIZE, snapshot_rows, split_digests
+
+    thread_id, ns, digest, base, length, ops = row
+    ops = bytes(ops)
+    if base is None and length >= CHUNK_SIZE and len(ops) == DIGEST_SIZE * length:
+        snapshot, chunks = snapshot_rows(bytes(digest), split_digests(ops))
+        return [(thread_id, ns, r.digest, r.base, r.length, r.ops) for r in (*chunks, snapshot)]
+    return [(thread_id, ns, bytes(digest), _blob(base), int(length), ops)]
+
+
 def convert_old_rows(columns_sql: str) -> Any:
     """Migration step: copy message rows of the first table layouts (``stm_message_bodies``
     with loose bodies or packs, ``stm_message_lists``) into ``stm_bodies`` / ``stm_lists``.
@@ -497,7 +511,7 @@ def convert_old_rows(columns_sql: str) -> Any:
         ) or []
         if lists:
             sql = d.ignoring("stm_lists", "thread_id, checkpoint_ns, digest, base, length, ops", 6)
-            yield Stmt(sql, [tuple(r) for r in lists], many=True)
+            yield Stmt(sql, [r for row in lists for r in _convert_list(row)], many=True)
             scopes = sorted({(str(r[0]), str(r[1])) for r in lists})
             sql = d.ignoring("stm_refs", "thread_id, checkpoint_ns, checkpoint_id, refs", 4)
             yield Stmt(sql, [(t, ns, LEGACY_OWNER, b"") for t, ns in scopes], many=True)

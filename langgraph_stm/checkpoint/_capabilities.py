@@ -71,14 +71,10 @@ def capability_class(base: type, inner: type) -> type:
     with _LOCK:
         klass = _CLASSES.get((base, caps))
         if klass is None:
+            name = f"{base.__name__}_{'_'.join(caps)}_{len(_CLASSES)}"
             namespace: dict[str, Any] = {n: _METHODS[n] for n in caps}
-            namespace["__doc__"] = base.__doc__
-            klass = type(
-                f"{base.__name__}With{''.join(c.title() for c in caps if not c.startswith('a'))}".replace(
-                    "_", ""
-                ),
-                (base,),
-                namespace,
-            )
+            namespace.update(__doc__=base.__doc__, __module__=__name__, __qualname__=name)
+            klass = type(name, (base,), namespace)
+            globals()[name] = klass  # so pickle finds the class by its qualified name
             _CLASSES[(base, caps)] = klass
         return klass

@@ -205,6 +205,22 @@ class Heads:
             while len(self._heads) > self.max_entries:
                 self._heads.popitem(last=False)
 
+    def following(
+        self, thread_id: str, ns: str, parent: str | None, skip: Iterable[str]
+    ) -> list[tuple[tuple[str, str, str], Head]]:
+        """Heads of ``parent``'s channels other than ``skip``, re-keyed for the next
+        checkpoint: a channel that a write leaves unchanged keeps its list."""
+        skipped = set(skip)
+        with self._lock:
+            return [
+                (key, head)
+                for key, head in self._heads.items()
+                if key[0] == thread_id
+                and key[1] == ns
+                and key[2] not in skipped
+                and head.checkpoint_id == parent
+            ]
+
     def forget(self, thread_ids: Iterable[str]) -> None:
         wanted = set(thread_ids)
         with self._lock:
@@ -310,6 +326,12 @@ class Encoder:
                     value_refs.append(vdigest)
         if versions is None:
             result.refs.append((checkpoint_id, encode_refs(list_refs, value_refs)))
+        else:
+            for key, head in self.heads.following(thread_id, ns, parent_id, names):
+                kept = Head(checkpoint_id, head.list_digest, head.digests, head.snapshot,
+                            head.snapshot_entries, head.ops, head.chunks, head.digest_set,
+                            head.snapshot_index)
+                result.heads.append((key, kept))
         if result.requires:
 
             def cold_rows() -> tuple[list[BodyRow], list[ListRow]]:
@@ -390,7 +412,10 @@ class Encoder:
             else:
                 delta = diff_ops(digests, head.index())
             literals = sum(1 for op in delta if isinstance(op, bytes))
-            if literals <= self.delta_limit and len(delta) - literals <= 8:
+            # A list much shorter than its snapshot (trimmed, summarized) gets a snapshot
+            # of its own, so the long one can be reclaimed once nothing else uses it.
+            shrunk = 2 * len(digests) < len(head.snapshot_entries)
+            if literals <= self.delta_limit and len(delta) - literals <= 8 and not shrunk:
                 result.lists.append(
                     ListRow(ldigest, head.snapshot, len(digests), encode_ops(delta))
                 )

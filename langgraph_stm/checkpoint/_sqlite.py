@@ -237,8 +237,9 @@ class SqliteDriver:
     def writing(self, plan: Plan, thread_id: str = "") -> Iterator[None]:
         """Run ``plan`` in a transaction that the inner write (the ``with`` body) commits."""
         if not self.joins_inner:
-            self.write(plan)
-            yield
+            with self.gate:  # held until the inner write returned (see the module doc)
+                self.write(plan)
+                yield
             return
         self.setup()
         with self.gate:

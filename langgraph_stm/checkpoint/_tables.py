@@ -271,6 +271,19 @@ def vacuum_plan(
             [thread_id],
         )
     ) or []
+    # A checkpoint id newer than every live checkpoint of its namespace belongs to a
+    # write in flight (its rows can be committed before its checkpoint, e.g. by another
+    # commit on a shared connection): such refs are kept, as if live. Checkpoint ids
+    # grow with time, so this is a generation mark that needs no clock.
+    newest: dict[str, str] = {}
+    for ns, owner in live:
+        if "\x1f" not in owner and owner > newest.get(ns, ""):
+            newest[ns] = owner
+    live = set(live) | {
+        (str(r[0]), str(r[1]))
+        for r in refs
+        if "\x1f" not in str(r[1]) and str(r[1]) > newest.get(str(r[0]), "")
+    }
     removed = 0
     dead = [
         (thread_id, str(r[0]), str(r[1]))

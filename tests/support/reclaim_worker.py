@@ -1,10 +1,11 @@
 """The writer process of the reclaim race in ``tests/integration/test_saver_reclaim.py``.
 
-``python -m tests.support.reclaim_worker BACKEND TARGET THREAD ROUNDS OUT`` opens an
-STMSaver on a SQLite file (``sqlite PATH``) or a PostgreSQL database (``postgres URI``)
-and appends ROUNDS turns to THREAD: each turn one ``invoke`` adding a HumanMessage, to
-which the graph replies with an AIMessage; every :data:`REMOVE_EVERY` turns the input
-also removes the :data:`REMOVE_OLDEST` oldest messages, so unreferenced rows accrue. It
+``python -m tests.support.reclaim_worker BACKEND TARGET THREAD ROUNDS OUT PROGRESS``
+opens an STMSaver on a SQLite file (``sqlite PATH``) or a PostgreSQL database
+(``postgres URI``) and appends ROUNDS turns to THREAD: each turn one ``invoke`` adding a
+HumanMessage, to which the graph replies with an AIMessage; every :data:`REMOVE_EVERY`
+turns the input also removes the :data:`REMOVE_OLDEST` oldest messages, so unreferenced
+rows accrue. After each turn it replaces PROGRESS with the number of turns done. It
 then writes ``{"expected": [...], "seen": [...]}`` to OUT: the message ids it believes
 the thread holds, and the ids its own last ``get_state`` returned.
 """
@@ -12,6 +13,7 @@ the thread holds, and the ids its own last ``get_state`` returned.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from collections.abc import Iterator
@@ -81,7 +83,17 @@ def open_saver(backend: str, target: str) -> Iterator[STMSaver]:
             yield saver
 
 
-def write(backend: str, target: str, thread_id: str, rounds: int) -> dict[str, list[str]]:
+def rounds_done(progress: Path) -> int:
+    """The number of turns the writer reported done in ``progress`` (0 before the first)."""
+    try:
+        return int(progress.read_text())
+    except FileNotFoundError:
+        return 0
+
+
+def write(
+    backend: str, target: str, thread_id: str, rounds: int, progress: Path
+) -> dict[str, list[str]]:
     """Append ``rounds`` turns; returns the ids expected and the ids last seen."""
     expected: list[str] = []
     with open_saver(backend, target) as saver:
@@ -93,13 +105,15 @@ def write(backend: str, target: str, thread_id: str, rounds: int) -> dict[str, l
                 removed = [RemoveMessage(id=m) for m in oldest]
             graph.invoke({"messages": [*removed, human(i)]}, config(thread_id))
             expected += [f"h-{i}", f"a-{i}"]
+            Path(f"{progress}.tmp").write_text(str(i + 1))
+            os.replace(f"{progress}.tmp", progress)  # never read half-written
         seen = [str(m.id) for m in graph.get_state(config(thread_id)).values["messages"]]
     return {"expected": expected, "seen": seen}
 
 
 def main(argv: list[str]) -> int:
-    backend, target, thread_id, rounds, out = argv
-    result = write(backend, target, thread_id, int(rounds))
+    backend, target, thread_id, rounds, out, progress = argv
+    result = write(backend, target, thread_id, int(rounds), Path(progress))
     Path(out).write_text(json.dumps(result))
     return 0
 

@@ -57,7 +57,7 @@ def _private(inner: Inner) -> Tables:
     with _PRIVATE_LOCK:
         tables = _PRIVATE.get(inner.saver)
         if tables is None:
-            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level="")
+            conn = sqlite3.connect(":memory:", check_same_thread=False)
             driver = _sqlite.SqliteDriver(conn, threading.RLock(), joins_inner=False)
             tables = Tables(_sqlite.DIALECT, driver, None, in_database=False)
             _PRIVATE[inner.saver] = tables
@@ -115,6 +115,7 @@ def tables_for(inner: Inner) -> Tables:
     if inner.kind == "async_postgres":
         from langgraph_stm.checkpoint import _postgres
 
-        adriver = _postgres.AsyncPostgresDriver(saver)
-        return Tables(_postgres.DIALECT, None, adriver, in_database=True)
+        return Tables(
+            _postgres.DIALECT, None, _postgres.AsyncPostgresDriver(saver), in_database=True
+        )
     return _private(inner)

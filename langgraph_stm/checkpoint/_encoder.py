@@ -328,9 +328,17 @@ class Encoder:
             result.refs.append((checkpoint_id, encode_refs(list_refs, value_refs)))
         else:
             for key, head in self.heads.following(thread_id, ns, parent_id, names):
-                kept = Head(checkpoint_id, head.list_digest, head.digests, head.snapshot,
-                            head.snapshot_entries, head.ops, head.chunks, head.digest_set,
-                            head.snapshot_index)
+                kept = Head(
+                    checkpoint_id,
+                    head.list_digest,
+                    head.digests,
+                    head.snapshot,
+                    head.snapshot_entries,
+                    head.ops,
+                    head.chunks,
+                    head.digest_set,
+                    head.snapshot_index,
+                )
                 result.heads.append((key, kept))
         if result.requires:
 
@@ -513,7 +521,7 @@ class Encoder:
                 entries, snapshot, snapshot_entries, ops = expanded[digest]
                 values[channel] = [self._message(d, loaded) for d in entries]
                 if remember and checkpoint_id is not None:
-                    parsed = [(0, len(entries))] if ops is None else parse_ops(ops)
+                    parsed: list[Op] = [(0, len(entries))] if ops is None else parse_ops(ops)
                     head = Head(checkpoint_id, digest, entries, snapshot, snapshot_entries, parsed)
                     self.heads.set((thread_id, ns, channel), head)
         return values

@@ -212,14 +212,21 @@ class PostgresDriver:
                 cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
 
     def read(self, plan: Plan) -> Any:
-        with self.inner.lock, self._conn() as conn:
-            with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-                return _drive(cur, plan)
+        with (
+            self.inner.lock,
+            self._conn() as conn,
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
+        ):
+            return _drive(cur, plan)
 
     def write(self, plan: Plan) -> Any:
-        with self.inner.lock, self._conn() as conn:
-            with conn.transaction(), conn.cursor(binary=True, row_factory=tuple_row) as cur:
-                return _drive(cur, plan)
+        with (
+            self.inner.lock,
+            self._conn() as conn,
+            conn.transaction(),
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
+        ):
+            return _drive(cur, plan)
 
     @contextmanager
     def writing(self, plan: Plan, thread_id: str) -> Iterator[None]:
@@ -299,14 +306,21 @@ class AsyncPostgresDriver:
                 await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
 
     async def read(self, plan: Plan) -> Any:
-        async with self.inner.lock, self._conn() as conn:
-            async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-                return await _adrive(cur, plan)
+        async with (
+            self.inner.lock,
+            self._conn() as conn,
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
+        ):
+            return await _adrive(cur, plan)
 
     async def write(self, plan: Plan) -> Any:
-        async with self.inner.lock, self._conn() as conn:
-            async with conn.transaction(), conn.cursor(binary=True, row_factory=tuple_row) as cur:
-                return await _adrive(cur, plan)
+        async with (
+            self.inner.lock,
+            self._conn() as conn,
+            conn.transaction(),
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
+        ):
+            return await _adrive(cur, plan)
 
     @asynccontextmanager
     async def writing(self, plan: Plan, thread_id: str) -> AsyncIterator[None]:

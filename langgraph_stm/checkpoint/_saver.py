@@ -37,7 +37,7 @@ from langgraph_stm.checkpoint._inner import inspect_inner
 from langgraph_stm.checkpoint._tables import Plan, load_plan, write_plan
 from langgraph_stm.checkpoint._threads import project
 
-__all__ = ["STMSaver", "stable_message_id"]
+__all__ = ["SaverCore", "bridged", "stable_message_id"]
 
 STM_FIELDS = frozenset({"plan", "constraints", "artifacts", "last_error", "summary"})
 """The STMState channels that ``validate_writes`` checks before storing writes."""
@@ -191,7 +191,21 @@ class SaverCore(BaseCheckpointSaver[Any]):
                 thread_id, ns, checkpoint["id"], parent, values, channels, versions
             )
             checkpoint = cast(Checkpoint, {**checkpoint, "channel_values": write.values})
-        plan = write_plan(self._tables.dialect, thread_id, ns, checkpoint["id"], write, projection)
+        cold_projection = None
+        if projection is not None and self._inner.kind == "memory":
+            # InMemorySaver stores only the new versions: after a deletion under us, the
+            # other channels are gone from the thread.
+            kept = {k: v for k, v in values.items() if k in new_versions}
+            cold_projection = project(thread_id, checkpoint["id"], checkpoint.get("ts"), kept)
+        plan = write_plan(
+            self._tables.dialect,
+            thread_id,
+            ns,
+            checkpoint["id"],
+            write,
+            projection,
+            cold_projection,
+        )
         return checkpoint, write, plan
 
     def _check_writes(

@@ -77,7 +77,8 @@ class STMSaver(ThreadIndex):
         """
         from langgraph_stm.checkpoint._capabilities import capability_class
 
-        return capability_class(cls, type(inner))(inner, **options)
+        saver: STMSaver = capability_class(cls, type(inner))(inner, **options)
+        return saver
 
     # -- convenience constructors -------------------------------------------------------
     @classmethod

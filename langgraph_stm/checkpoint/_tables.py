@@ -25,11 +25,16 @@ from typing import Any
 
 from langgraph_stm.checkpoint._encoder import Loaded, WriteSet
 from langgraph_stm.checkpoint._format import (
+    CHUNK_SIZE,
+    DIGEST_SIZE,
     FormatError,
     ListRow,
     chunk_refs,
     decode_refs,
     expand_list,
+    pack_body,
+    snapshot_rows,
+    split_digests,
     unpack_body,
 )
 
@@ -93,7 +98,8 @@ class Dialect:
 
     def ignoring(self, table: str, cols: str, n: int) -> str:
         marks = ", ".join([self.param] * n)
-        return f"{self.insert_ignore.format(table=table, cols=cols)} VALUES ({marks}){self.ignore_suffix}"
+        insert = self.insert_ignore.format(table=table, cols=cols)
+        return f"{insert} VALUES ({marks}){self.ignore_suffix}"
 
 
 def _batches(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
@@ -121,9 +127,16 @@ def write_plan(
     checkpoint_id: str,
     write: WriteSet | None,
     projection: ThreadRow | None,
+    cold_projection: ThreadRow | None = None,
 ) -> Plan:
-    """Our rows of one checkpoint: bodies, list records, values, refs, projection."""
+    """Our rows of one checkpoint: bodies, list records, values, refs, projection.
+
+    When the rows the write relies on are gone (another worker deleted the thread),
+    the write stores every row instead, and ``cold_projection`` (if given) replaces
+    ``projection``: it describes only what the inner saver will then hold.
+    """
     p = d.param
+    rows: list[tuple[Any, ...]]
     if write is not None:
         bodies, lists = write.bodies, write.lists
         if write.requires and write.cold is not None:
@@ -133,6 +146,7 @@ def write_plan(
             )
             if len(found) < len(wanted):  # another worker deleted what the delta relies on
                 bodies, lists = write.cold()
+                projection = cold_projection or projection
         if bodies:
             sql = d.ignoring(
                 "stm_bodies", "thread_id, checkpoint_ns, digest, message_id, type, data", 6
@@ -292,7 +306,8 @@ def vacuum_plan(
     ]
     if dead:
         yield Stmt(
-            f"DELETE FROM stm_refs WHERE thread_id = {p} AND checkpoint_ns = {p} AND checkpoint_id = {p}",
+            f"DELETE FROM stm_refs WHERE thread_id = {p} AND checkpoint_ns = {p} "
+            f"AND checkpoint_id = {p}",
             dead,
             many=True,
         )
@@ -456,8 +471,6 @@ def _convert_list(row: Any) -> list[tuple[Any, ...]]:
     """One list row of the first layouts as rows of today's: snapshots of
     ``CHUNK_SIZE`` messages or more written before chunking existed are stored flat
     (every digest) and become a chunked snapshot plus its chunks."""
-    from langgraph_stm.checkpoint._format import CHUNK_SIZE, DIGEST_SIZE, snapshot_rows, split_digests
-
     thread_id, ns, digest, base, length, ops = row
     ops = bytes(ops)
     if base is None and length >= CHUNK_SIZE and len(ops) == DIGEST_SIZE * length:
@@ -475,8 +488,6 @@ def convert_old_rows(columns_sql: str) -> Any:
     """
 
     def step(d: Dialect) -> Plan:
-        from langgraph_stm.checkpoint._format import pack_body, split_digests
-
         columns = {str(r[0]) for r in (yield Stmt(columns_sql)) or []}
         if not columns:
             return None

@@ -85,10 +85,12 @@ class ThreadQuery:
         """Validate the arguments of ``list_threads``.
 
         Example:
-            >>> ThreadQuery.make(None, None, -1, 0)
+            >>> ThreadQuery.make(None, None, 10, 0).limit
+            10
+            >>> ThreadQuery.make(None, None, -1, 0)  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
-            langgraph_stm._errors.InvalidArgumentError: list_threads: limit must be None or >= 0, got -1
+            langgraph_stm._errors.InvalidArgumentError: list_threads: limit must be ...
         """
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidArgumentError(f"list_threads: limit must be None or >= 0, got {limit!r}")

@@ -99,6 +99,7 @@ class ThreadIndex(Maintenance):
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
             >>> STMSaver(InMemorySaver()).get_thread_state("unknown") is None
             True
         """
@@ -139,6 +140,7 @@ class ThreadIndex(Maintenance):
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
             >>> STMSaver(InMemorySaver()).list_threads(limit=10)
             []
         """
@@ -174,6 +176,7 @@ class ThreadIndex(Maintenance):
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
             >>> STMSaver(InMemorySaver()).refresh_threads()
             0
         """

@@ -107,6 +107,7 @@ class Maintenance(SaverCore):
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
             >>> STMSaver(InMemorySaver()).prune([])
         """
         ids = _thread_ids(thread_ids, strategy)
@@ -150,6 +151,7 @@ class Maintenance(SaverCore):
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
             >>> STMSaver(InMemorySaver()).vacuum()
             0
         """

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -29,18 +26,15 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_stm._errors import StorageError
-from langgraph_stm._state import validate_update
 from langgraph_stm.checkpoint._backend import tables_for
 from langgraph_stm.checkpoint._encoder import Encoder, WriteSet
 from langgraph_stm.checkpoint._format import FormatError
 from langgraph_stm.checkpoint._inner import inspect_inner
 from langgraph_stm.checkpoint._tables import Plan, load_plan, write_plan
 from langgraph_stm.checkpoint._threads import project
+from langgraph_stm.checkpoint._writes import checked_writes
 
-__all__ = ["SaverCore", "bridged", "stable_message_id"]
-
-STM_FIELDS = frozenset({"plan", "constraints", "artifacts", "last_error", "summary"})
-"""The STMState channels that ``validate_writes`` checks before storing writes."""
+__all__ = ["SaverCore", "bridged"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -54,19 +48,6 @@ def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
         str(c.get("checkpoint_ns", "")),
         (None if parent is None else str(parent)),
     )
-
-
-def stable_message_id(config: RunnableConfig, task_id: str, index: int, position: int) -> str:
-    """The id given to a message written without one: the same for the same write.
-
-    Example:
-        >>> config = {"configurable": {"thread_id": "t", "checkpoint_id": "c"}}
-        >>> stable_message_id(config, "task", 0, 0) == stable_message_id(config, "task", 0, 0)
-        True
-    """
-    thread_id, ns, checkpoint_id = _ids(config)
-    key = "\x1f".join([thread_id, ns, checkpoint_id or "", task_id, str(index), str(position)])
-    return str(uuid.UUID(bytes=hashlib.blake2b(key.encode(), digest_size=16).digest()))
 
 
 def bridged(
@@ -208,33 +189,6 @@ class SaverCore(BaseCheckpointSaver[Any]):
         )
         return checkpoint, write, plan
 
-    def _check_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str
-    ) -> list[tuple[str, Any]]:
-        """Validate structured writes and give id-less messages a stable id."""
-        result: list[tuple[str, Any]] = []
-        for index, (channel, value) in enumerate(writes):
-            if self.validate_writes and channel in STM_FIELDS:
-                validate_update(channel, value)
-            result.append((channel, self._with_ids(config, task_id, index, value)))
-        return result
-
-    def _with_ids(self, config: RunnableConfig, task_id: str, index: int, value: Any) -> Any:
-        if isinstance(value, BaseMessage):
-            if value.id is None:
-                return value.model_copy(update={"id": stable_message_id(config, task_id, index, 0)})
-            return value
-        if isinstance(value, list) and any(
-            isinstance(m, BaseMessage) and m.id is None for m in value
-        ):
-            return [
-                m.model_copy(update={"id": stable_message_id(config, task_id, index, i)})
-                if isinstance(m, BaseMessage) and m.id is None
-                else m
-                for i, m in enumerate(value)
-            ]
-        return value
-
     # -- read path -----------------------------------------------------------------------
     def _load_plan(self, tup: CheckpointTuple) -> Plan | None:
         lists, values = self._encoder.references(tup.checkpoint.get("channel_values") or {})
@@ -354,7 +308,10 @@ class SaverCore(BaseCheckpointSaver[Any]):
     ) -> None:
         """Forward pending writes, validated, with stable ids for id-less messages."""
         self.inner.put_writes(
-            config, self._check_writes(config, writes, task_id), task_id, task_path
+            config,
+            checked_writes(config, writes, task_id, validate=self.validate_writes),
+            task_id,
+            task_path,
         )
 
     @bridged("aget_delta_channel_history")
@@ -417,7 +374,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Async twin of :meth:`put_writes`."""
-        checked = self._check_writes(config, writes, task_id)
+        checked = checked_writes(config, writes, task_id, validate=self.validate_writes)
         await self.inner.aput_writes(config, checked, task_id, task_path)
 
     async def aget_delta_channel_history(

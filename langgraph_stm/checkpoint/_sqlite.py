@@ -19,7 +19,7 @@ Example:
     >>> with STMSaver.from_sqlite(":memory:") as saver:
     ...     saver.setup()
     ...     tables = {r[0] for r in saver.inner.conn.execute(
-    ...         "SELECT name FROM sqlite_master WHERE name LIKE 'stm_%'")}
+    ...         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'stm_%'")}
     >>> sorted(tables)
     ['stm_bodies', 'stm_lists', 'stm_migrations', 'stm_refs', 'stm_threads', 'stm_values']
 """

@@ -40,7 +40,7 @@ def test_storage_benchmark_smoke_run(postgres_uri: str) -> None:
     for variant in ("sqlite/plain", "sqlite/delta", "sqlite/stm", "postgres/stm"):
         assert f"\n{variant} " in out
     assert "postgres/stm:\n" in out  # the breakdown of our tables
-    assert "stm_message_bodies" in out
+    assert "stm_bodies" in out
     assert "message payload in pending writes" in out
     assert out.count("size vs plain") == 2
 

@@ -572,6 +572,22 @@ class TestColdWrites:
         alone.add(write, (bodies, lists))
         assert alone.rebuild(write.values["messages"]) == messages
 
+    def test_rows_stored_twice_read_the_same(self) -> None:
+        """A retried write, or cold rows over the warm ones, changes nothing a read returns."""
+        thread = Thread()
+        messages = conversation(CHUNK_SIZE + 3)
+        thread.messages(messages)
+        messages = [*messages, AIMessage(id="x", content="x")]
+        write = thread.messages(messages)
+        assert write.cold is not None
+        bodies = dict(thread.store.bodies)
+        thread.store.add(write)
+        thread.store.add(write, write.cold())  # the delta record becomes a snapshot
+        assert thread.store.bodies == bodies
+        assert thread.store.lists[list_digest_of(write)].base is None
+        assert thread.store.rebuild(write.values["messages"]) == messages
+        assert thread.store.rebuild(thread.writes[0].values["messages"]) == messages[:-1]
+
     def test_cold_rows_cover_every_message_channel(self) -> None:
         """``cold()`` returns the rows of every list of the checkpoint."""
         thread = Thread()

@@ -152,14 +152,17 @@ class Thread:
 
 
 def snapshots(write: WriteSet) -> list[ListRow]:
+    """The snapshot records ``write`` stores."""
     return [r for r in write.lists if r.base is None]
 
 
 def deltas(write: WriteSet) -> list[ListRow]:
+    """The delta records ``write`` stores."""
     return [r for r in write.lists if r.base]
 
 
 def chunks(write: WriteSet) -> list[ListRow]:
+    """The chunk rows ``write`` stores."""
     return [r for r in write.lists if r.base == b""]
 
 
@@ -417,7 +420,8 @@ class TestLists:
     def test_append_only_thread_writes_each_chunk_once(self) -> None:
         """Chunks are written once; a snapshot holds chunk digests and its tail."""
         thread = Thread()
-        for n in range(1, 3 * CHUNK_SIZE + 40):
+        sizes = range(1, 3 * CHUNK_SIZE + 40, 3)
+        for n in sizes:
             thread.messages(conversation(n))
         written = [r.digest for w in thread.writes for r in chunks(w)]
         assert len(written) == len(set(written)) == 3
@@ -426,7 +430,7 @@ class TestLists:
                 full, tail = divmod(row.length, CHUNK_SIZE)
                 assert len(row.ops) == 16 * (full + tail)
         last = thread.writes[-1]
-        assert thread.store.rebuild(last.values["messages"]) == conversation(3 * CHUNK_SIZE + 39)
+        assert thread.store.rebuild(last.values["messages"]) == conversation(sizes[-1])
 
     def test_long_lists_round_trip_when_trimmed_and_edited(self) -> None:
         """Lists of 300+ messages that are not appends (trims, edits) rebuild from chunks."""
@@ -959,6 +963,7 @@ class TestHeads:
     """(thread, namespace, channel) -> the list of the last checkpoint seen."""
 
     def head(self, checkpoint_id: str) -> Head:
+        """An empty head of ``checkpoint_id``."""
         return Head(checkpoint_id, b"l" * 16, [], b"l" * 16, [], [])
 
     def test_head_is_used_only_for_its_checkpoint(self) -> None:

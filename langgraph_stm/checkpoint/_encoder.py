@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -112,6 +112,21 @@ class MessageCache:
                 if known is not None and _same(known, message):
                     return digest
         return None
+
+    def find_all(self, messages: Sequence[BaseMessage]) -> list[bytes | None]:
+        """:meth:`find` for every message, under one acquisition of the lock."""
+        by_id, by_digest = self._by_id, self._by_digest
+        found: list[bytes | None] = []
+        with self._lock:
+            for message in messages:
+                hit = None
+                for digest in by_id.get(message.id, ()) if message.id is not None else ():
+                    known = by_digest.get(digest)
+                    if known is not None and _same(known, message):
+                        hit = digest
+                        break
+                found.append(hit)
+        return found
 
     def get(self, digest: bytes) -> BaseMessage | None:
         """A fresh copy of the cached message ``digest``, or ``None``."""
@@ -315,8 +330,7 @@ class Encoder:
                     result.refs.append((owner, encode_refs([digest], [])))
                 colds.append(cold)
                 continue
-            value = escape(value)
-            values[channel] = value
+            values[channel] = escape(value)  # a value row holds the value itself
             if self.full_values and isinstance(value, (dict, list, str)):
                 type_, data = self.serde.dumps_typed(value)
                 if len(data) >= _VALUE_REF_FROM:
@@ -328,18 +342,7 @@ class Encoder:
             result.refs.append((checkpoint_id, encode_refs(list_refs, value_refs)))
         else:
             for key, head in self.heads.following(thread_id, ns, parent_id, names):
-                kept = Head(
-                    checkpoint_id,
-                    head.list_digest,
-                    head.digests,
-                    head.snapshot,
-                    head.snapshot_entries,
-                    head.ops,
-                    head.chunks,
-                    head.digest_set,
-                    head.snapshot_index,
-                )
-                result.heads.append((key, kept))
+                result.heads.append((key, replace(head, checkpoint_id=checkpoint_id)))
         if result.requires:
 
             def cold_rows() -> tuple[list[BodyRow], list[ListRow]]:
@@ -355,9 +358,12 @@ class Encoder:
         return result
 
     def _digest(
-        self, message: BaseMessage, new: dict[bytes, BodyRow], live: dict[bytes, BaseMessage]
+        self,
+        message: BaseMessage,
+        found: bytes | None,
+        new: dict[bytes, BodyRow],
+        live: dict[bytes, BaseMessage],
     ) -> bytes:
-        found = self.messages.find(message)
         if found is not None:
             live[found] = message
             return found
@@ -390,7 +396,8 @@ class Encoder:
     ) -> tuple[bytes, Callable[[], tuple[list[BodyRow], list[ListRow]]]]:
         new: dict[bytes, BodyRow] = {}
         live: dict[bytes, BaseMessage] = {}
-        digests = [self._digest(m, new, live) for m in messages]
+        cached = self.messages.find_all(messages)
+        digests = [self._digest(m, f, new, live) for m, f in zip(messages, cached, strict=True)]
         ldigest = list_digest(digests)
         head = self.heads.get(key, parent_id)
 
@@ -452,20 +459,10 @@ class Encoder:
                     ldigest,
                     digests,
                     [(0, len(digests))],
-                    known | {c.digest for c in chunks},
+                    frozenset(c.digest for c in chunks),
                 )
         if new_head is head:
-            new_head = Head(
-                checkpoint_id,
-                head.list_digest,
-                head.digests,
-                head.snapshot,
-                head.snapshot_entries,
-                head.ops,
-                head.chunks,
-                head.digest_set,
-                head.snapshot_index,
-            )
+            new_head = replace(head, checkpoint_id=checkpoint_id)
         result.heads.append((key, new_head))
         return ldigest, cold
 

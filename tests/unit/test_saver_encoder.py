@@ -623,17 +623,6 @@ class TestColdWrites:
             write = thread.messages(messages)
             assert_self_sufficient(thread.store, write)
 
-    # BUG: after a snapshot write, Head.chunks becomes ``known | new`` (Encoder._encode_list),
-    # so it accumulates chunks of *earlier* snapshots that ``requires`` does not name; a
-    # later snapshot skips such a chunk. Once prune/vacuum (or another worker) has removed
-    # the older snapshot and its chunk, the required rows still exist, the write is not
-    # redone cold, and the new list references a missing chunk. Through STMSaver(SqliteSaver):
-    # put 300 messages, put them with the first 30 edited, prune(["t"]), put the original
-    # 300 again -> get_tuple raises StorageError "missing chunk".
-    @pytest.mark.xfail(
-        strict=True,
-        reason="Head.chunks accumulates chunks of older snapshots that requires does not name",
-    )
     def test_a_snapshot_relies_only_on_required_chunks(self) -> None:
         """A snapshot that reuses a chunk of an older (not the parent's) snapshot writes it."""
         thread = Thread()
@@ -725,13 +714,6 @@ class TestValues:
         assert write.values["cfg"] == escape(user)
         assert decode(thread.store, write.values)["cfg"] == user
 
-    # BUG: Encoder.encode escapes the user dict first and then, with full_values, stores the
-    # *escaped wrapper* as the value row; decode_values returns the loaded value without
-    # unescaping it, so a user dict carrying MARKER_KEY of 512+ serialized bytes comes back
-    # as {MARKER_KEY: "escaped/1", "value": ...} (seen through STMSaver(SqliteSaver) too).
-    @pytest.mark.xfail(
-        strict=True, reason="a large escaped user dict stored by value reference is not unescaped"
-    )
     def test_large_user_dict_with_marker_round_trips_with_full_values(self) -> None:
         """With ``full_values``, a large escaped user dict stored by reference decodes back."""
         thread = Thread(full_values=True)

@@ -31,8 +31,10 @@ from langgraph_stm.checkpoint._tables import (
     Dialect,
     Migration,
     Plan,
+    arun,
     convert_old_rows,
     migrate_plan,
+    run,
     thread_key,
 )
 
@@ -139,33 +141,19 @@ _SESSION_UNLOCK = "SELECT pg_advisory_unlock(%s, %s)"
 
 
 def _drive(cur: Any, plan: Plan) -> Any:
-    rows: list[Any] | None = None
-    while True:
-        try:
-            stmt = plan.send(rows)
-        except StopIteration as stop:
-            return stop.value
-        if stmt.many:
-            cur.executemany(stmt.sql, stmt.params)
-            rows = None
-        else:
-            cur.execute(stmt.sql, stmt.params)
-            rows = cur.fetchall() if cur.description else None
+    def query(sql: str, params: Any) -> list[Any] | None:
+        cur.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+    return run(plan, query, cur.executemany)
 
 
 async def _adrive(cur: Any, plan: Plan) -> Any:
-    rows: list[Any] | None = None
-    while True:
-        try:
-            stmt = plan.send(rows)
-        except StopIteration as stop:
-            return stop.value
-        if stmt.many:
-            await cur.executemany(stmt.sql, stmt.params)
-            rows = None
-        else:
-            await cur.execute(stmt.sql, stmt.params)
-            rows = await cur.fetchall() if cur.description else None
+    async def query(sql: str, params: Any) -> list[Any] | None:
+        await cur.execute(sql, params)
+        return await cur.fetchall() if cur.description else None
+
+    return await arun(plan, query, cur.executemany)
 
 
 def _setup_plan() -> Plan:

@@ -38,8 +38,10 @@ from langgraph_stm.checkpoint._tables import (
     Dialect,
     Migration,
     Plan,
+    arun,
     convert_old_rows,
     migrate_plan,
+    run,
     version_plan,
 )
 
@@ -152,18 +154,8 @@ def _agate(conn: Any) -> asyncio.Lock:
     return cast(asyncio.Lock, _gate(conn, asyncio.Lock))
 
 
-def _drive(cur: Any, plan: Plan) -> Any:
-    rows: list[Any] | None = None
-    while True:
-        try:
-            stmt = plan.send(rows)
-        except StopIteration as stop:
-            return stop.value
-        if stmt.many:
-            cur.executemany(stmt.sql, stmt.params)
-            rows = None
-        else:
-            rows = cur.execute(stmt.sql, stmt.params).fetchall()
+def _drive(conn: Any, plan: Plan) -> Any:
+    return run(plan, lambda sql, params: conn.execute(sql, params).fetchall(), conn.executemany)
 
 
 class SqliteDriver:
@@ -277,19 +269,12 @@ class AsyncSqliteDriver:
     def gate(self) -> asyncio.Lock:
         return _agate(self.conn)
 
+    async def _query(self, sql: str, params: Any) -> list[Any]:
+        async with self.conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
     async def _drive(self, plan: Plan) -> Any:
-        rows: list[Any] | None = None
-        while True:
-            try:
-                stmt = plan.send(rows)
-            except StopIteration as stop:
-                return stop.value
-            if stmt.many:
-                await self.conn.executemany(stmt.sql, stmt.params)
-                rows = None
-            else:
-                async with self.conn.execute(stmt.sql, stmt.params) as cur:
-                    rows = list(await cur.fetchall())
+        return await arun(plan, self._query, self.conn.executemany)
 
     async def _begin(self) -> None:
         if self.conn.in_transaction:

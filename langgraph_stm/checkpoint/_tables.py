@@ -58,6 +58,38 @@ class Stmt:
 Plan = Generator[Stmt, "list[Any] | None", Any]
 
 
+def run(plan: Plan, query: Any, execute_many: Any) -> Any:
+    """Drive ``plan``: ``query(sql, params)`` returns a statement's rows (``None`` when
+    it returns none), ``execute_many(sql, rows)`` runs a batch. Every sync driver runs
+    its plans through this loop."""
+    rows: list[Any] | None = None
+    while True:
+        try:
+            stmt = plan.send(rows)
+        except StopIteration as stop:
+            return stop.value
+        if stmt.many:
+            execute_many(stmt.sql, stmt.params)
+            rows = None
+        else:
+            rows = query(stmt.sql, stmt.params)
+
+
+async def arun(plan: Plan, query: Any, execute_many: Any) -> Any:
+    """Async twin of :func:`run`: ``query`` and ``execute_many`` are coroutines."""
+    rows: list[Any] | None = None
+    while True:
+        try:
+            stmt = plan.send(rows)
+        except StopIteration as stop:
+            return stop.value
+        if stmt.many:
+            await execute_many(stmt.sql, stmt.params)
+            rows = None
+        else:
+            rows = await query(stmt.sql, stmt.params)
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadRow:
     """A stored projection row (see :mod:`._threads`)."""

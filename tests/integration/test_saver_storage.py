@@ -113,7 +113,8 @@ class TestLinearStorage:
             raw = saver.inner.get_tuple(config())
             assert raw is not None
             ref = read_ref(raw.checkpoint["channel_values"]["messages"])
-            assert ref is not None and ref[0] == "list"
+            assert ref is not None
+            assert ref[0] == "list"
             restored = saver.get_tuple(config())
             assert restored is not None
             assert [m.id for m in restored.checkpoint["channel_values"]["messages"]] == [

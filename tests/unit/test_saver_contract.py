@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver

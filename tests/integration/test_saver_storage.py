@@ -665,8 +665,7 @@ def test_an_older_schema_is_migrated_by_setup(backend: str, request: pytest.Fixt
         else:
             version = conn.execute("SELECT MAX(v) AS v FROM stm_migrations").fetchone()["v"]
             names = {
-                r["tablename"]
-                for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()
+                r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()
             }
         assert "stm_message_lists" not in names
         assert version == latest

@@ -48,6 +48,7 @@ from langgraph_stm.checkpoint._format import (
     list_ref,
     merge_ops,
     message_digest,
+    msgpack_array,
     pack_body,
     parse_ops,
     read_ref,
@@ -93,35 +94,53 @@ def _same(a: BaseMessage, b: BaseMessage) -> bool:
     )
 
 
-class MessageCache:
-    """Digest -> pristine message, and message id -> digests; bounded by entries."""
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A body read from storage and not decoded for the cache yet."""
 
-    def __init__(self, max_entries: int = 20_000) -> None:
+    message_id: str | None
+    type: str
+    data: bytes
+
+
+class MessageCache:
+    """Digest -> pristine message, and message id -> digests; bounded by entries.
+
+    A body read from storage is kept serialized (:class:`_Stored`) until a write needs
+    to compare a message with it, so a read decodes each body once.
+    """
+
+    def __init__(self, max_entries: int = 20_000, loads: Any = None) -> None:
         self.max_entries = max_entries
+        self.loads = loads
+        """``serde.loads_typed``, to decode stored entries when needed."""
         self._lock = threading.Lock()
-        self._by_digest: OrderedDict[bytes, BaseMessage] = OrderedDict()
+        self._by_digest: OrderedDict[bytes, BaseMessage | _Stored] = OrderedDict()
         self._by_id: dict[str, list[bytes]] = {}
+
+    def _pristine(self, digest: bytes) -> BaseMessage | None:
+        entry = self._by_digest.get(digest)
+        if isinstance(entry, _Stored):
+            entry = self.loads((entry.type, entry.data))
+            if not isinstance(entry, BaseMessage):
+                self._by_digest.pop(digest, None)
+                return None
+            self._by_digest[digest] = entry
+        return entry
 
     def find(self, message: BaseMessage) -> bytes | None:
         """The digest of a stored message equal to ``message``, if one is cached."""
-        if message.id is None:
-            return None
-        with self._lock:
-            for digest in self._by_id.get(message.id, ()):
-                known = self._by_digest.get(digest)
-                if known is not None and _same(known, message):
-                    return digest
-        return None
+        return self.find_all([message])[0]
 
     def find_all(self, messages: Sequence[BaseMessage]) -> list[bytes | None]:
         """:meth:`find` for every message, under one acquisition of the lock."""
-        by_id, by_digest = self._by_id, self._by_digest
+        by_id = self._by_id
         found: list[bytes | None] = []
         with self._lock:
             for message in messages:
                 hit = None
                 for digest in by_id.get(message.id, ()) if message.id is not None else ():
-                    known = by_digest.get(digest)
+                    known = self._pristine(digest)
                     if known is not None and _same(known, message):
                         hit = digest
                         break
@@ -131,35 +150,49 @@ class MessageCache:
     def get(self, digest: bytes) -> BaseMessage | None:
         """A fresh copy of the cached message ``digest``, or ``None``."""
         with self._lock:
-            known = self._by_digest.get(digest)
-            if known is None:
+            entry = self._by_digest.get(digest)
+            if entry is None:
                 return None
             self._by_digest.move_to_end(digest)
-        return clone(known)
+        if isinstance(entry, _Stored):
+            message = self.loads((entry.type, entry.data))
+            return message if isinstance(message, BaseMessage) else None
+        return clone(entry)
 
     def pristine(self, digest: bytes) -> BaseMessage | None:
         """The cached message itself (never hand it out)."""
         with self._lock:
-            return self._by_digest.get(digest)
+            return self._pristine(digest)
+
+    def __contains__(self, digest: object) -> bool:
+        return digest in self._by_digest
 
     def add(self, digest: bytes, message: BaseMessage) -> None:
         """Cache ``message`` (taken over: the caller must not keep or hand it out)."""
+        self._add(digest, message, message.id)
+
+    def add_stored(self, digest: bytes, message_id: str | None, type_: str, data: bytes) -> None:
+        """Cache a body as read from storage (decoded when a write needs it)."""
+        self._add(digest, _Stored(message_id, type_, data), message_id)
+
+    def _add(self, digest: bytes, entry: BaseMessage | _Stored, message_id: str | None) -> None:
         with self._lock:
             if digest in self._by_digest:
                 return
-            self._by_digest[digest] = message
-            if message.id is not None:
-                ids = self._by_id.setdefault(message.id, [])
+            self._by_digest[digest] = entry
+            if message_id is not None:
+                ids = self._by_id.setdefault(message_id, [])
                 ids.append(digest)
                 del ids[:-4]
             while len(self._by_digest) > self.max_entries:
                 old, evicted = self._by_digest.popitem(last=False)
-                if evicted.id is not None:
-                    ids = self._by_id.get(evicted.id, [])
+                evicted_id = evicted.message_id if isinstance(evicted, _Stored) else evicted.id
+                if evicted_id is not None:
+                    ids = self._by_id.get(evicted_id, [])
                     if old in ids:
                         ids.remove(old)
                     if not ids:
-                        self._by_id.pop(evicted.id, None)
+                        self._by_id.pop(evicted_id, None)
 
 
 @dataclass(slots=True)
@@ -294,6 +327,8 @@ class Encoder:
         """The inner saver stores every channel value in every checkpoint (SQLite):
         large values are then stored once, by reference."""
         self.messages = messages if messages is not None else MessageCache()
+        if self.messages.loads is None:
+            self.messages.loads = serde.loads_typed
         self.heads = Heads()
 
     # -- encode --------------------------------------------------------------------------
@@ -516,26 +551,39 @@ class Encoder:
             else:
                 digest = payload[0]
                 entries, snapshot, snapshot_entries, ops = expanded[digest]
-                values[channel] = [self._message(d, loaded) for d in entries]
+                values[channel] = self._messages(entries, loaded)
                 if remember and checkpoint_id is not None:
                     parsed: list[Op] = [(0, len(entries))] if ops is None else parse_ops(ops)
                     head = Head(checkpoint_id, digest, entries, snapshot, snapshot_entries, parsed)
                     self.heads.set((thread_id, ns, channel), head)
         return values
 
-    def _message(self, digest: bytes, loaded: Loaded) -> BaseMessage:
-        cached = self.messages.get(digest)
-        if cached is not None:
-            return cached
-        stored = loaded.bodies.get(digest)
-        if stored is None:
-            raise FormatError(f"missing message body {digest.hex()}")
-        message = self.serde.loads_typed(stored)
-        if not isinstance(message, BaseMessage):
-            raise FormatError(f"body {digest.hex()} is not a message")
-        self.messages.add(digest, clone(message))
-        return message
+    def _messages(self, entries: Sequence[bytes], loaded: Loaded) -> list[BaseMessage]:
+        """The messages of ``entries``: cached ones copied, the others decoded from
+        ``loaded`` in one ``loads_typed`` call when they are all msgpack."""
+        result: list[Any] = [self.messages.get(d) for d in entries]
+        todo = [i for i, m in enumerate(result) if m is None]
+        if not todo:
+            return result
+        stored = []
+        for i in todo:
+            body = loaded.bodies.get(entries[i])
+            if body is None:
+                raise FormatError(f"missing message body {entries[i].hex()}")
+            stored.append(body)
+        if all(t == "msgpack" for t, _ in stored):
+            decoded = self.serde.loads_typed(("msgpack", msgpack_array([d for _, d in stored])))
+        else:
+            decoded = [self.serde.loads_typed(body) for body in stored]
+        if not isinstance(decoded, list) or len(decoded) != len(todo):
+            raise FormatError("stored message bodies do not decode as messages")
+        for i, message, (type_, data) in zip(todo, decoded, stored, strict=True):
+            if not isinstance(message, BaseMessage):
+                raise FormatError(f"body {entries[i].hex()} is not a message")
+            result[i] = message
+            self.messages.add_stored(entries[i], message.id, type_, data)
+        return result
 
     def missing_bodies(self, digests: Sequence[bytes]) -> list[bytes]:
         """The digests among ``digests`` whose message is not cached."""
-        return [d for d in dict.fromkeys(digests) if self.messages.pristine(d) is None]
+        return [d for d in dict.fromkeys(digests) if d not in self.messages]

@@ -59,6 +59,7 @@ __all__ = [
     "list_digest",
     "list_ref",
     "message_digest",
+    "msgpack_array",
     "pack_body",
     "parse_ops",
     "read_ref",
@@ -185,6 +186,25 @@ def unpack_body(type_: str, data: bytes) -> tuple[str, bytes]:
         except zlib.error as exc:
             raise FormatError(f"corrupt compressed body: {exc}") from exc
     return type_, data
+
+
+def msgpack_array(items: Sequence[bytes]) -> bytes:
+    """Concatenate msgpack-encoded values into the msgpack encoding of their array, so
+    that many stored bodies decode in one ``loads_typed`` call (fixarray, array 16 and
+    array 32 headers of the msgpack spec).
+
+    Example:
+        >>> list(msgpack_array([bytes([1]), bytes([2])]))
+        [146, 1, 2]
+    """
+    n = len(items)
+    if n < 16:
+        header = bytes([0x90 | n])
+    elif n < 1 << 16:
+        header = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        header = b"\xdd" + n.to_bytes(4, "big")
+    return header + b"".join(items)
 
 
 def split_digests(blob: bytes) -> list[bytes]:

@@ -2,13 +2,19 @@
 
 The workload of issue 5: every turn one ~200-token HumanMessage goes in and the graph's
 single node answers with one ~200-token AIMessage, which LangGraph checkpoints three
-times (input, after the input is applied, after the answer). Three variants run side by
+times (input, after the input is applied, after the answer). Four variants run side by
 side in one process, on SQLite (file) and on PostgreSQL (a fresh database):
 
 - ``plain``: ``messages: Annotated[list, add_messages]`` on the plain saver;
 - ``delta``: ``messages`` as a ``DeltaChannel`` (beta) with an ``add_messages`` batch
   reducer, on the plain saver;
-- ``stm``: the plain ``add_messages`` graph on ``STMSaver(plain saver)``.
+- ``stm``: the plain ``add_messages`` graph on ``STMSaver(plain saver)``, keeping
+  everything;
+- ``stm_trim``: the same graph, messages and saver as ``stm``, but the node also trims
+  the history to its last ``--trim-tokens`` (4,000) tokens, counted exactly with
+  ``TokenCounter()`` (o200k_base): ``plan_trim`` keeps whole human/answer pairs from a
+  HumanMessage on, and the node returns ``RemoveMessage(id=...)`` for the older ones
+  along with its answer (still one step, three checkpoints a turn).
 
 Reported per variant: bytes on disk at 200 and 400 turns (SQLite: pages in use after a
 WAL checkpoint; PostgreSQL: total relation size of every table), growth 200->400, mean
@@ -19,9 +25,21 @@ heap), and the time to reload the state at the last turn from a
 fresh saver (``get_state``, median of 51, order rotated). Turns run with ``durability="sync"`` so
 checkpoint writes do not overlap (and compete for the GIL with) the next step.
 
+For ``stm`` and ``stm_trim`` also the *load bytes* at turns 50, 200 and 400 (and at
+``--turns`` when the run is shorter): after that turn a fresh saver (a new connection,
+nothing cached) calls ``get_tuple`` on the thread, and the bytes of the rows returned by
+every statement naming one of our tables (``stm_*``) are added up, counted through the
+connection (SQLite: a stand-in ``sqlite3.Connection`` whose cursors count what they
+fetch; PostgreSQL: a ``psycopg.Cursor`` subclass as ``cursor_factory``). A row's size
+is the sum of its values' (bytes and UTF-8 text by length, numbers 8). Checked: the
+trimmed thread's load stays flat, load bytes at the last point <= 1.3 x at the first
+(@400 vs @50 in a full run).
+
 Run: ``python benchmarks/bench_storage.py`` (``--turns 100`` for a smoke run,
-``--skip-postgres`` without a server, ``--breakdown`` for PostgreSQL bytes per table;
-``STM_TEST_POSTGRES_URI`` names the server).
+``--skip-postgres`` without a server, ``--breakdown`` for PostgreSQL bytes per table, ours
+being ``stm_bodies``, ``stm_lists``, ``stm_values``, ``stm_refs`` and ``stm_threads``;
+``--trim-tokens`` for the window of ``stm_trim``; ``STM_TEST_POSTGRES_URI`` names the
+server).
 """
 
 from __future__ import annotations
@@ -29,13 +47,15 @@ from __future__ import annotations
 import argparse
 import gc
 import inspect
+import json
 import os
 import random
+import sqlite3
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,11 +68,21 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from langgraph_stm import TokenCounter
+from langgraph_stm import TokenCounter, plan_trim
 from langgraph_stm.checkpoint import STMSaver
 
 RELOADS = 51
 """How many times each variant's state is reloaded from a fresh saver (median reported)."""
+STM_VARIANTS = ("stm", "stm_trim")
+"""The variants on ``STMSaver``: their load bytes are counted."""
+TRIM_TOKENS = 4000
+"""Default window of ``stm_trim``: the history after each turn fits in this many tokens."""
+LOAD_POINTS = (50, 200, 400)
+"""Turns after which a fresh saver's load is counted (plus ``--turns`` if shorter)."""
+FLAT_LIMIT = 1.3
+"""``stm_trim`` load bytes at the last point may be at most this times the first's."""
+OURS = "stm_"
+"""Every table of ours starts with it: rows of statements naming one are counted."""
 
 ADMIN_URI = os.environ.get("STM_TEST_POSTGRES_URI", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -68,7 +98,7 @@ def vocabulary(rng: random.Random, size: int = 4000) -> list[str]:
 
 
 def text_of(tokens: int, rng: random.Random, words: list[str]) -> str:
-    """About ``tokens`` cl100k tokens of deterministic pseudo-prose."""
+    """About ``tokens`` tokens (``TokenCounter()``, o200k_base) of deterministic pseudo-prose."""
     counter = TokenCounter()
     out: list[str] = []
     while counter([HumanMessage(content=" ".join(out))]) < tokens:
@@ -100,12 +130,39 @@ def build(state: type[Any], saver: BaseCheckpointSaver[Any], answers: Sequence[s
     return StateGraph(state).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
 
 
+def build_trimmed(
+    saver: BaseCheckpointSaver[Any], answers: Sequence[str], counter: TokenCounter, budget: int
+) -> Any:
+    """The graph of ``build`` whose node also trims the history to ``budget`` tokens.
+
+    The answer has the id and text ``build``'s node gives it on the untrimmed thread (the
+    turn is read from the HumanMessage's id, ``h-<turn>``), so ``stm`` and ``stm_trim``
+    write the same messages; the removals go in the same update as the answer.
+    """
+
+    def reply(s: PlainState) -> dict[str, Any]:
+        history = s["messages"]
+        turn = int(str(history[-1].id).removeprefix("h-"))
+        answer = AIMessage(id=f"ai-{2 * turn - 1}", content=answers[(turn - 1) % len(answers)])
+        plan = plan_trim([*history, answer], max_tokens=budget, token_counter=counter)
+        assert answer.id not in plan.removed_ids
+        return {"messages": [answer, *plan.updates()]}
+
+    return (
+        StateGraph(PlainState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)
+    )
+
+
 @dataclass
 class Result:
     """Measurements of one variant on one backend."""
 
     name: str
     sizes: dict[int, int] = field(default_factory=dict)
+    load_bytes: dict[int, int] = field(default_factory=dict)
+    """Bytes of our rows a fresh saver's ``get_tuple`` read after the turn (STMSaver only)."""
+    load_messages: dict[int, int] = field(default_factory=dict)
+    """Messages of the checkpoint that load returned."""
     turn_ms: list[float] = field(default_factory=list)
     write_ms: list[float] = field(default_factory=list)
     reload_ms: float = 0.0
@@ -120,11 +177,191 @@ class Result:
 
 @dataclass(frozen=True)
 class Backend:
-    """How to open a saver on one database and measure its size."""
+    """How to open a saver on one database, measure its size and count a fresh load."""
 
     name: str
     open: Callable[[], Any]
     size: Callable[[], int]
+    open_counted: Callable[[ByteMeter], Any]
+    """A context manager: an ``STMSaver`` on a new connection that meters its rows."""
+
+
+# -- counting the bytes a load reads, through the connection ------------------------------
+@dataclass
+class ByteMeter:
+    """Bytes of the rows fetched through a connection: all, and of statements naming ours."""
+
+    total: int = 0
+    ours: int = 0
+
+    def add(self, sql: str, rows: Iterable[Any]) -> None:
+        size = sum(map(row_bytes, rows))
+        self.total += size
+        if OURS in sql.lower():
+            self.ours += size
+
+    def reset(self) -> None:
+        self.total = self.ours = 0
+
+
+def value_bytes(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, memoryview):
+        return value.nbytes
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bool | int | float):
+        return 8
+    if isinstance(value, dict | list):  # jsonb, decoded by psycopg
+        return len(json.dumps(value, default=str))
+    return len(str(value))
+
+
+def row_bytes(row: Any) -> int:
+    if isinstance(row, dict):
+        return sum(map(value_bytes, row.values()))
+    if isinstance(row, tuple | list | sqlite3.Row):
+        return sum(map(value_bytes, row))
+    return value_bytes(row)
+
+
+class CountingSqliteCursor:
+    """A ``sqlite3.Cursor`` stand-in that meters every row it returns."""
+
+    def __init__(self, cursor: sqlite3.Cursor, meter: ByteMeter) -> None:
+        self._cursor, self._meter, self._sql = cursor, meter, ""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> CountingSqliteCursor:
+        self._sql = sql
+        self._cursor.execute(sql, parameters)
+        return self
+
+    def executemany(self, sql: str, seq: Iterable[Any], /) -> CountingSqliteCursor:
+        self._sql = sql
+        self._cursor.executemany(sql, seq)
+        return self
+
+    def executescript(self, script: str, /) -> CountingSqliteCursor:
+        self._sql = script
+        self._cursor.executescript(script)
+        return self
+
+    def fetchone(self) -> Any:
+        row = self._cursor.fetchone()
+        if row is not None:
+            self._meter.add(self._sql, [row])
+        return row
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        rows = self._cursor.fetchmany() if size is None else self._cursor.fetchmany(size)
+        self._meter.add(self._sql, rows)
+        return rows
+
+    def fetchall(self) -> list[Any]:
+        rows = self._cursor.fetchall()
+        self._meter.add(self._sql, rows)
+        return rows
+
+    def __iter__(self) -> CountingSqliteCursor:
+        return self
+
+    def __next__(self) -> Any:
+        row = next(self._cursor)
+        self._meter.add(self._sql, [row])
+        return row
+
+    def __getattr__(self, name: str) -> Any:  # close, rowcount, lastrowid, description...
+        return getattr(self._cursor, name)
+
+
+class CountingSqlite:
+    """A ``sqlite3.Connection`` stand-in (its methods cannot be patched): everything is
+    forwarded to the real connection, and its cursors meter their rows."""
+
+    def __init__(self, conn: sqlite3.Connection, meter: ByteMeter) -> None:
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_meter", meter)
+
+    def cursor(self, *args: Any) -> CountingSqliteCursor:
+        return CountingSqliteCursor(self._conn.cursor(*args), self._meter)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> CountingSqliteCursor:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq: Iterable[Any], /) -> CountingSqliteCursor:
+        return self.cursor().executemany(sql, seq)
+
+    def executescript(self, script: str, /) -> CountingSqliteCursor:
+        return self.cursor().executescript(script)
+
+    def __enter__(self) -> CountingSqlite:
+        self._conn.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._conn.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:  # commit, rollback, in_transaction, close...
+        return getattr(self._conn, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # row_factory, isolation_level
+        setattr(self._conn, name, value)
+
+
+def counting_cursor_class(meter: ByteMeter) -> type[Any]:
+    """A ``psycopg.Cursor`` subclass metering the rows it hands out, for ``cursor_factory``."""
+    import psycopg
+    from psycopg import sql as pgsql
+
+    class CountingCursor(psycopg.Cursor[Any]):
+        _bench_sql = ""
+
+        def _remember(self, query: Any) -> None:
+            if isinstance(query, pgsql.Composable):
+                query = query.as_string(self.connection)
+            elif isinstance(query, bytes):
+                query = query.decode()
+            self._bench_sql = str(query)
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            self._remember(query)
+            return super().execute(query, params, **kwargs)
+
+        def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+            self._remember(query)
+            super().executemany(query, params_seq, **kwargs)
+
+        def stream(self, query: Any, params: Any = None, **kwargs: Any) -> Iterator[Any]:
+            self._remember(query)
+            for row in super().stream(query, params, **kwargs):
+                meter.add(self._bench_sql, [row])
+                yield row
+
+        def fetchone(self) -> Any:
+            row = super().fetchone()
+            if row is not None:
+                meter.add(self._bench_sql, [row])
+            return row
+
+        def fetchmany(self, size: int = 0) -> list[Any]:
+            rows = super().fetchmany(size)
+            meter.add(self._bench_sql, rows)
+            return rows
+
+        def fetchall(self) -> list[Any]:
+            rows = super().fetchall()
+            meter.add(self._bench_sql, rows)
+            return rows
+
+        def __iter__(self) -> Iterator[Any]:
+            for row in super().__iter__():
+                meter.add(self._bench_sql, [row])
+                yield row
+
+    return CountingCursor
 
 
 def sqlite_backend(path: Path) -> Backend:
@@ -140,7 +377,15 @@ def sqlite_backend(path: Path) -> Backend:
             page = conn.execute("PRAGMA page_size").fetchone()[0]
         return int((pages - free) * page)
 
-    return Backend("sqlite", lambda: SqliteSaver.from_conn_string(str(path)), size)
+    @contextmanager
+    def open_counted(meter: ByteMeter) -> Iterator[STMSaver]:
+        conn = sqlite3.connect(path, check_same_thread=False)
+        try:
+            yield STMSaver(SqliteSaver(CountingSqlite(conn, meter)))  # type: ignore[arg-type]
+        finally:
+            conn.close()
+
+    return Backend("sqlite", lambda: SqliteSaver.from_conn_string(str(path)), size, open_counted)
 
 
 @contextmanager
@@ -171,7 +416,29 @@ def postgres_backend(uri: str) -> Backend:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    return Backend("postgres", lambda: PostgresSaver.from_conn_string(uri), size)
+    @contextmanager
+    def open_counted(meter: ByteMeter) -> Iterator[STMSaver]:
+        from psycopg.rows import dict_row
+
+        # As PostgresSaver.from_conn_string connects, plus the metering cursors.
+        with psycopg.Connection.connect(
+            uri, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            conn.cursor_factory = counting_cursor_class(meter)
+            yield STMSaver(PostgresSaver(conn))
+
+    return Backend("postgres", lambda: PostgresSaver.from_conn_string(uri), size, open_counted)
+
+
+def counted_load(backend: Backend, config: dict[str, Any]) -> tuple[int, int]:
+    """Bytes of our rows (and messages) a fresh saver's ``get_tuple`` of the thread reads."""
+    meter = ByteMeter()
+    with backend.open_counted(meter) as saver:
+        saver.setup()  # idempotent here; what it reads is not the load's
+        meter.reset()
+        tup = saver.get_tuple(config)
+    assert tup is not None, "the thread has no checkpoint"
+    return meter.ours, len(tup.checkpoint["channel_values"].get("messages", []))
 
 
 def postgres_breakdown(uri: str) -> None:
@@ -231,7 +498,11 @@ class WriteClock:
 
 
 def run_backend(
-    backends: dict[str, Backend], turns: int, checkpoints: Sequence[int]
+    backends: dict[str, Backend],
+    turns: int,
+    checkpoints: Sequence[int],
+    load_points: Sequence[int],
+    trim_tokens: int = TRIM_TOKENS,
 ) -> list[Result]:
     """Run every variant in lockstep (turn t of each, then turn t+1), so a noisy host
     slows all of them alike; then reload each from a fresh saver, interleaved too."""
@@ -241,17 +512,26 @@ def run_backend(
     answers = [text_of(200, rng, words) for _ in range(turns)]
     config = {"configurable": {"thread_id": "bench"}}
     results = {v: Result(f"{b.name}/{v}") for v, b in backends.items()}
+    counter = TokenCounter()
 
     def state_of(variant: str) -> type[Any]:
         return DeltaState if variant == "delta" else PlainState
+
+    def graph_of(variant: str, saver: BaseCheckpointSaver[Any]) -> Any:
+        if variant == "stm_trim":
+            return build_trimmed(saver, answers, counter, trim_tokens)
+        return build(state_of(variant), saver, answers)
+
+    def saver_of(variant: str, inner: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
+        return STMSaver(inner) if variant in STM_VARIANTS else inner
 
     with ExitStack() as stack:
         runs = {}
         for variant, backend in backends.items():
             inner = stack.enter_context(backend.open())
-            saver: BaseCheckpointSaver[Any] = STMSaver(inner) if variant == "stm" else inner
+            saver = saver_of(variant, inner)
             saver.setup()  # type: ignore[attr-defined]
-            runs[variant] = (WriteClock(saver), build(state_of(variant), saver, answers))
+            runs[variant] = (WriteClock(saver), graph_of(variant, saver))
         for turn in range(1, turns + 1):
             msg = HumanMessage(id=f"h-{turn}", content=human_texts[turn - 1])
             for variant, (clock, graph) in runs.items():
@@ -265,6 +545,10 @@ def run_backend(
                 results[variant].write_ms.append(clock.total * 1000)
                 if turn in checkpoints:
                     results[variant].sizes[turn] = backends[variant].size()
+                if turn in load_points and variant in STM_VARIANTS:
+                    loaded, messages = counted_load(backends[variant], config)
+                    results[variant].load_bytes[turn] = loaded
+                    results[variant].load_messages[turn] = messages
     reloads: dict[str, list[float]] = {v: [] for v in backends}
     order = list(backends)
     for rep in range(RELOADS):
@@ -272,8 +556,7 @@ def run_backend(
         # garbage collection triggered by one variant's objects is not billed to another.
         for variant in order[rep % len(order) :] + order[: rep % len(order)]:
             with backends[variant].open() as inner:
-                saver = STMSaver(inner) if variant == "stm" else inner
-                graph = build(state_of(variant), saver, answers)
+                graph = graph_of(variant, saver_of(variant, inner))
                 gc.collect()
                 start = time.perf_counter()
                 values = graph.get_state(config).values
@@ -304,15 +587,54 @@ def report(results: list[Result], turns: int) -> None:
         )
 
 
-def targets(results: list[Result], turns: int) -> None:
+def load_points_of(turns: int) -> list[int]:
+    """The turns after which load bytes are counted: 50/200/400, and ``turns`` if shorter."""
+    return sorted({p for p in LOAD_POINTS if p <= turns} | ({turns} if turns < 400 else set()))
+
+
+def report_loads(results: list[Result], points: Sequence[int]) -> None:
+    """Load bytes per report point of the variants on STMSaver."""
+    counted = [r for r in results if r.load_bytes]
+    if not counted:
+        return
+    print()
+    print("load bytes: rows of stm_* statements returned to a fresh saver's get_tuple")
+    header = (
+        f"{'variant':<18}" + "".join(f"{f'@{p}':>12}" for p in points) + f"{'ratio':>8}{'msgs':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in counted:
+        first, last = r.load_bytes[points[0]], r.load_bytes[points[-1]]
+        print(
+            f"{r.name:<18}"
+            + "".join(f"{r.load_bytes[p]:>12,}" for p in points)
+            + f"{last / first:>7.2f}x{r.load_messages[points[-1]]:>7}"
+        )
+
+
+def targets(results: list[Result], turns: int, points: Sequence[int] = ()) -> None:
     by = {r.name: r for r in results}
     limits = {"sqlite": 8e6, "postgres": 5.5e6}
     half = turns // 2
     early = min(50, turns)
     print()
     for backend, limit in limits.items():
+        trimmed = by.get(f"{backend}/stm_trim")
+        flat: list[tuple[str, bool]] = []
+        if trimmed is not None and points:
+            first, last = trimmed.load_bytes[points[0]], trimmed.load_bytes[points[-1]]
+            flat.append(
+                (
+                    f"stm_trim load bytes flat: @{points[-1]} {last:,} B <= {FLAT_LIMIT} x "
+                    f"@{points[0]} {first:,} B ({last / first:.2f}x)",
+                    last <= FLAT_LIMIT * first,
+                )
+            )
         stm, plain, delta = (by.get(f"{backend}/{v}") for v in ("stm", "plain", "delta"))
         if stm is None or plain is None or delta is None:
+            for text, ok in flat:
+                print(f"{backend:<9} {'PASS' if ok else 'FAIL'}  {text}")
             continue
         size = stm.sizes[turns]
         wr_ratio = stm.window(turns, series="write") / stm.window(early, series="write")
@@ -343,6 +665,7 @@ def targets(results: list[Result], turns: int) -> None:
                 f"reload {stm.reload_ms:.1f} ms vs plain {plain.reload_ms:.1f} ms (<= plain)",
                 stm.reload_ms <= plain.reload_ms,
             ),
+            *flat,
         ]
         for text, ok in checks:
             print(f"{backend:<9} {'PASS' if ok else 'FAIL'}  {text}")
@@ -352,26 +675,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--skip-postgres", action="store_true")
-    parser.add_argument("--variants", default="plain,delta,stm")
+    parser.add_argument("--variants", default="plain,delta,stm,stm_trim")
     parser.add_argument(
         "--breakdown",
         action="store_true",
         help="print each PostgreSQL variant's bytes per table (VACUUM and VACUUM FULL)",
     )
+    parser.add_argument(
+        "--trim-tokens",
+        type=int,
+        default=TRIM_TOKENS,
+        help=f"tokens stm_trim keeps of the history after each turn (default {TRIM_TOKENS})",
+    )
     args = parser.parse_args()
     turns = args.turns
     checkpoints = sorted({turns // 2, turns})
+    points = load_points_of(turns)
     variants = args.variants.split(",")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         backends = {v: sqlite_backend(Path(tmp) / f"{v}.sqlite") for v in variants}
-        results += run_backend(backends, turns, checkpoints)
+        results += run_backend(backends, turns, checkpoints, points, args.trim_tokens)
         print("done sqlite", flush=True)
     if not args.skip_postgres:
         with ExitStack() as stack:
             uris = {v: stack.enter_context(postgres_database()) for v in variants}
             results += run_backend(
-                {v: postgres_backend(u) for v, u in uris.items()}, turns, checkpoints
+                {v: postgres_backend(u) for v, u in uris.items()},
+                turns,
+                checkpoints,
+                points,
+                args.trim_tokens,
             )
             if args.breakdown:
                 for variant, uri in uris.items():
@@ -380,7 +714,8 @@ def main() -> None:
         print("done postgres", flush=True)
     print()
     report(results, turns)
-    targets(results, turns)
+    report_loads(results, points)
+    targets(results, turns, points)
 
 
 if __name__ == "__main__":

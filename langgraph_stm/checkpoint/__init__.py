@@ -1,17 +1,28 @@
 """STMSaver: a checkpointer wrapper with structured-state projection and linear storage.
 
-Backend-specific code lives in :mod:`langgraph_stm.checkpoint.sqlite` and
-:mod:`langgraph_stm.checkpoint.postgres`, imported only when a saver of that kind is
-wrapped, so importing this package never imports sqlite, aiosqlite or psycopg code.
+How it is built, one module per concern:
+
+- :mod:`._stm` the public :class:`STMSaver` (constructors, setup) on top of
+  :mod:`._index` (thread queries), :mod:`._maintenance` (delete, prune, vacuum) and
+  :mod:`._saver` (forwarding each call to the inner saver and running the pipeline);
+- :mod:`._format` the pure storage format, :mod:`._encoder` values to rows and back;
+- :mod:`._tables` our tables as statement plans, run by one sync and one async driver
+  per backend: :mod:`._sqlite`, :mod:`._postgres` (each with its ``MIGRATIONS``);
+- :mod:`._backend` which tables and drivers serve an inner saver, :mod:`._inner` every
+  fact about LangGraph's savers, :mod:`._threads` the projection rows,
+  :mod:`._capabilities` the optional ``copy_thread`` / ``delete_for_runs``.
+
+Backend drivers are imported only when a saver of that kind is wrapped, so importing
+this package never imports aiosqlite or psycopg.
 
 Example:
     >>> from langgraph.checkpoint.memory import InMemorySaver
     >>> from langgraph_stm.checkpoint import STMSaver
-    >>> isinstance(STMSaver(InMemorySaver()), STMSaver)
+    >>> type(STMSaver(InMemorySaver())) is STMSaver
     True
 """
 
-from langgraph_stm.checkpoint._projection import ThreadState
-from langgraph_stm.checkpoint._saver import STMSaver
+from langgraph_stm.checkpoint._stm import STMSaver
+from langgraph_stm.checkpoint._threads import ThreadState
 
 __all__ = ["STMSaver", "ThreadState"]

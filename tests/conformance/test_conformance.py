@@ -5,8 +5,8 @@ methods, so each sync saver (SqliteSaver, PostgresSaver, and InMemorySaver once 
 validated through ``SyncDriven``: a test-only adapter whose async methods call the
 STMSaver's *sync* methods, exposing exactly the capabilities those sync methods have.
 
-Every base capability must pass, and STMSaver must expose (and pass) exactly the
-extended capabilities of the saver it wraps.
+Every base capability must pass, and STMSaver must expose (and pass) ``prune`` on every
+backend plus exactly the other extended capabilities of the saver it wraps.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _check(report: CapabilityReport, inner_caps: set[str]) -> None:
         for name, result in report.results.items()
         if result.detected and name not in {c.value for c in BASE_CAPABILITIES}
     }
-    assert extended == inner_caps
+    assert extended == inner_caps | {"prune"}
     for name in extended:
         assert report.results[name].passed is True, name
 
@@ -223,7 +223,6 @@ class TestConformance:
         from langgraph.checkpoint.postgres import PostgresSaver
 
         caps = sync_capabilities(PostgresSaver.__new__(PostgresSaver))
-        assert caps == {"prune"}
         _check(await _validate("stm-postgres-sync", make), caps)
 
     @pytest.mark.postgres
@@ -239,22 +238,24 @@ class TestConformance:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         caps = _async_caps(AsyncPostgresSaver.__new__(AsyncPostgresSaver))
-        assert caps == {"prune"}
         _check(await _validate("stm-postgres-async", make), caps)
 
 
 def test_sync_driven_exposes_only_what_the_saver_has() -> None:
-    """The adapter itself does not invent capabilities."""
-    assert _async_caps(sync_driven(STMSaver(InMemorySaver()))) == set()
+    """The adapter itself does not invent capabilities (STMSaver has only ``prune``)."""
+    assert _async_caps(sync_driven(STMSaver(InMemorySaver()))) == {"prune"}
 
 
-def test_stm_saver_mirrors_the_inner_savers_optional_capabilities() -> None:
-    """Optional methods exist on the wrapper exactly when the inner saver has them."""
+def test_stm_saver_prunes_everywhere_and_wrap_mirrors_the_other_capabilities() -> None:
+    """``prune`` is ours on every backend; ``STMSaver.wrap`` adds the inner saver's
+    ``copy_thread`` / ``delete_for_runs``, and ``STMSaver(...)`` stays one class."""
 
-    class Pruning(InMemorySaver):
-        async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    class Copying(InMemorySaver):
+        async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
             return None
 
-    assert _async_caps(STMSaver(InMemorySaver())) == set()
-    assert _async_caps(STMSaver(Pruning())) == {"prune"}
-    assert isinstance(STMSaver(Pruning()), STMSaver)
+    assert _async_caps(STMSaver(InMemorySaver())) == {"prune"}
+    assert _async_caps(STMSaver(Copying())) == {"prune"}
+    assert _async_caps(STMSaver.wrap(Copying())) == {"prune", "copy_thread"}
+    assert type(STMSaver(Copying())) is STMSaver
+    assert isinstance(STMSaver.wrap(Copying()), STMSaver)

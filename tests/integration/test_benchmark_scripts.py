@@ -8,6 +8,7 @@ against rot, with a few turns each.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_storage_benchmark_smoke_run(postgres_uri: str) -> None:
     """Four turns on SQLite and PostgreSQL: the table, the checks and the breakdown print.
 
+    ``stm_trim`` runs with a 1,000-token window, so four turns (eight ~200-token
+    messages) are trimmed; its load bytes and those of ``stm`` are counted after the
+    last turn on both backends.
+
     ``postgres_uri`` makes the server required (as for every Postgres test); the script
     creates and drops databases of its own on the same server.
     """
@@ -31,18 +36,51 @@ def test_storage_benchmark_smoke_run(postgres_uri: str) -> None:
             "--turns",
             "4",
             "--breakdown",
+            "--trim-tokens",
+            "1000",
         ],
         capture_output=True,
         text=True,
         check=True,
         timeout=300,
     ).stdout
-    for variant in ("sqlite/plain", "sqlite/delta", "sqlite/stm", "postgres/stm"):
+    for variant in (
+        "sqlite/plain",
+        "sqlite/delta",
+        "sqlite/stm",
+        "sqlite/stm_trim",
+        "postgres/stm",
+        "postgres/stm_trim",
+    ):
         assert f"\n{variant} " in out
     assert "postgres/stm:\n" in out  # the breakdown of our tables
-    assert "stm_message_bodies" in out
+    assert "postgres/stm_trim:\n" in out
+    assert "stm_bodies" in out
     assert "message payload in pending writes" in out
     assert out.count("size vs plain") == 2
+
+    # The load table: one point (@4), bytes of our rows, last/first ratio, messages.
+    assert "\nload bytes: rows of stm_* statements" in out
+    loads = {
+        m["name"]: (int(m["bytes"].replace(",", "")), int(m["msgs"]))
+        for m in re.finditer(
+            r"^(?P<name>(?:sqlite|postgres)/stm(?:_trim)?) +(?P<bytes>[\d,]+) +1\.00x +"
+            r"(?P<msgs>\d+)$",
+            out,
+            re.MULTILINE,
+        )
+    }
+    assert set(loads) == {f"{b}/{v}" for b in ("sqlite", "postgres") for v in ("stm", "stm_trim")}
+    for backend in ("sqlite", "postgres"):
+        (kept_bytes, kept_msgs), (trim_bytes, trim_msgs) = (
+            loads[f"{backend}/{v}"] for v in ("stm", "stm_trim")
+        )
+        assert kept_msgs == 8, out  # 4 x (human, answer)
+        assert 0 < trim_msgs < kept_msgs, out  # trimmed...
+        assert trim_msgs % 2 == 0, out  # ...to whole (human, answer) pairs
+        assert 0 < trim_bytes < kept_bytes, out
+    flat = r"^(?:sqlite|postgres) +(?:PASS|FAIL)  stm_trim load bytes flat: @4 [\d,]+ B "
+    assert len(re.findall(flat, out, re.MULTILINE)) == 2, out
 
 
 def test_turns_benchmark_smoke_run() -> None:

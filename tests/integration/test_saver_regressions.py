@@ -80,7 +80,7 @@ class TestKnownBugs:
             app = graph.compile(checkpointer=saver)
             app.invoke({"messages": [HumanMessage("hi", id="h")]}, CONFIG, durability=durability)
             app.invoke({"messages": []}, CONFIG, durability=durability)
-            saver.codec.forget_threads()  # read what is stored, not what is cached
+            saver = STMSaver(saver.inner)  # a new wrapper: read what is stored, not cached
             tup = saver.get_tuple(CONFIG)
             assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hi!!"
@@ -117,7 +117,7 @@ class TestKnownBugs:
             app.invoke({"messages": [HumanMessage("more", id="m")]}, CONFIG, durability=durability)
             out = app.invoke(Command(resume="yes"), CONFIG, durability=durability)
             assert out["messages"][0].content == "hi!!"
-            saver.codec.forget_threads()
+            saver = STMSaver(saver.inner)  # a new wrapper: read what is stored
             tup = saver.get_tuple(CONFIG)
             assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hi!!"
@@ -180,18 +180,23 @@ class TestKnownBugs:
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hello from A"
 
     def test_failed_sync_write_never_breaks_another_thread(self, sqlite_path: Path) -> None:
-        """Two puts on one SqliteSaver from two threads, one failing: the other stays readable."""
+        """Two puts on one SqliteSaver from two threads, one failing: the other stays readable.
+
+        A put's rows and checkpoint share one transaction of the shared connection, so a
+        second put waits until the first is committed and its failure (a rollback) can
+        only undo its own rows."""
         with SqliteSaver.from_conn_string(str(sqlite_path)) as inner:
             saver = STMSaver(inner)
             saver.setup()
             real = inner.put
-            a_in_put, b_failed = threading.Event(), threading.Event()
+            a_in_put, a_release, b_in_put = threading.Event(), threading.Event(), threading.Event()
 
             def patched_put(config: Any, *args: Any, **kwargs: Any) -> Any:
                 if config["configurable"]["thread_id"] == "B":
+                    b_in_put.set()
                     raise RuntimeError("inner put failed")
                 a_in_put.set()
-                assert b_failed.wait(5)
+                assert a_release.wait(5)
                 return real(config, *args, **kwargs)
 
             inner.put = patched_put  # type: ignore[method-assign]
@@ -205,33 +210,52 @@ class TestKnownBugs:
                 config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
                 return saver.put(config, checkpoint, {}, {"messages": 1})
 
+            errors: list[BaseException] = []
+
+            def failing_put() -> None:
+                try:
+                    put("B")
+                except BaseException as exc:
+                    errors.append(exc)
+
             worker = threading.Thread(target=put, args=("A",))
             worker.start()
             assert a_in_put.wait(5)
-            with pytest.raises(RuntimeError):
-                put("B")
-            b_failed.set()
+            other = threading.Thread(target=failing_put)
+            other.start()
+            assert not b_in_put.wait(0.3)  # B waits while A's transaction is open
+            a_release.set()
             worker.join(5)
+            other.join(5)
+            assert len(errors) == 1
+            assert isinstance(errors[0], RuntimeError)
             tup = STMSaver(inner).get_tuple(
                 {"configurable": {"thread_id": "A", "checkpoint_ns": ""}}
             )
             assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][0].content == "hello from A"
+            assert (
+                STMSaver(inner).get_tuple({"configurable": {"thread_id": "B", "checkpoint_ns": ""}})
+                is None
+            )
 
     def test_list_records_grow_linearly_on_long_threads(self) -> None:
         """From 1,000 to 4,000 messages, list-record bytes grow at most ~linearly (<= 4.5x)."""
-        from langgraph_stm.checkpoint._codec import MessageCodec
+        from langgraph_stm.checkpoint._encoder import Encoder
 
-        serde, codec = JsonPlusSerializer(), MessageCodec()
+        encoder = Encoder(JsonPlusSerializer())
         messages: list[Any] = []
         list_bytes = 0
         marks: dict[int, int] = {}
+        parent: str | None = None
         for turn in range(1, 2001):
             messages = [*messages, HumanMessage("word " * 20, id=f"h{turn}")]
             for step in range(2):
-                encoded = codec.encode(serde, "t", "", {"messages": messages}, None)
-                list_bytes += sum(len(r.ops) for r in encoded.lists)
-                codec.install(encoded.updates)
+                checkpoint_id = f"{turn:05d}.{step}"
+                write = encoder.encode("t", "", checkpoint_id, parent, {"messages": messages}, None)
+                list_bytes += sum(len(r.ops) for r in write.lists)
+                encoder.installed(write)
+                parent = checkpoint_id
                 if step == 0:
                     messages = [*messages, AIMessage("word " * 20, id=f"a{turn}")]
             if turn in (500, 2000):

@@ -24,7 +24,7 @@ from langgraph.graph import START, StateGraph
 
 from langgraph_stm import STMState
 from langgraph_stm.checkpoint import STMSaver
-from langgraph_stm.checkpoint._codec import PACK_SIZE, is_marker
+from langgraph_stm.checkpoint._format import read_ref
 
 SYNC_BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 ASYNC_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -77,21 +77,22 @@ def config(thread_id: str = "t1") -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
+def our_conn(saver: STMSaver) -> Any:
+    """The connection our tables live on: the inner saver's, or (in-memory savers) the
+    private database STMSaver keeps for that inner saver."""
+    if isinstance(saver.inner, InMemorySaver):
+        return saver._tables.sync.conn
+    return saver.inner.conn  # type: ignore[attr-defined]
+
+
 def our_row_counts(saver: STMSaver) -> dict[str, int]:
-    """Message bodies (loose or packed), list records and projections we store."""
-    store: Any = saver.store
-    if hasattr(store, "bodies"):
-        return {
-            "bodies": len(store.bodies),
-            "lists": len(store.lists),
-            "threads": len(store.projections),
-        }
+    """Message bodies, list records and projections we store."""
     queries = {
-        "bodies": "SELECT COALESCE(SUM(LENGTH(digests)), 0) / 16 AS n FROM stm_message_bodies",
-        "lists": "SELECT COUNT(*) AS n FROM stm_message_lists",
+        "bodies": "SELECT COUNT(*) AS n FROM stm_bodies",
+        "lists": "SELECT COUNT(*) AS n FROM stm_lists",
         "threads": "SELECT COUNT(*) AS n FROM stm_threads",
     }
-    conn = saver.inner.conn  # type: ignore[attr-defined]
+    conn = our_conn(saver)
     if isinstance(conn, sqlite3.Connection):
         return {k: conn.execute(q).fetchone()[0] for k, q in queries.items()}
     return {k: int(conn.execute(q).fetchone()["n"]) for k, q in queries.items()}
@@ -111,7 +112,9 @@ class TestLinearStorage:
                 graph.invoke(turn(i), config())
             raw = saver.inner.get_tuple(config())
             assert raw is not None
-            assert is_marker(raw.checkpoint["channel_values"]["messages"])
+            ref = read_ref(raw.checkpoint["channel_values"]["messages"])
+            assert ref is not None
+            assert ref[0] == "list"
             restored = saver.get_tuple(config())
             assert restored is not None
             assert [m.id for m in restored.checkpoint["channel_values"]["messages"]] == [
@@ -166,7 +169,7 @@ class TestLinearStorage:
                 graph.invoke(turn(i), config())
             latest = saver.get_tuple(config())
             assert latest is not None
-            saver.codec.forget_threads()
+            saver = STMSaver(saver.inner)  # a new wrapper: nothing cached
             messages = latest.checkpoint["channel_values"]["messages"]
             cfg = latest.config
             version = latest.checkpoint["channel_versions"]["messages"]
@@ -183,47 +186,35 @@ class TestLinearStorage:
             assert ids == ["h-0", "ai-1", "h-1", "ai-3", "extra"]
 
 
-def body_rows(saver: STMSaver) -> tuple[int, int]:
-    """Rows of ``stm_message_bodies``: (packs, loose bodies)."""
-    conn: Any = saver.inner.conn  # type: ignore[attr-defined]
-    sql = "SELECT packed, COUNT(*) AS n FROM stm_message_bodies GROUP BY packed"
-    if isinstance(conn, sqlite3.Connection):
-        counts = dict(conn.execute(sql).fetchall())
-    else:
-        counts = {r["packed"]: r["n"] for r in conn.execute(sql).fetchall()}
-    return counts.get(1, 0), counts.get(0, 0)
-
-
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
-class TestPacks:
-    """Loose bodies are moved into packs, so a long thread reads in a few rows."""
+class TestBodies:
+    """Each body is one row, stored once, so a load can read only the ones it uses."""
 
-    def test_long_thread_reads_from_a_few_packs(
+    def test_long_thread_stores_one_row_per_body(
         self, backend: str, request: pytest.FixtureRequest
     ) -> None:
-        """80 bodies: two packs of PACK_SIZE plus the rest loose, each body once."""
+        """80 messages: 80 body rows, read back in order."""
         with open_sync(backend, request) as saver:
             graph = agent(saver)
             for i in range(40):
                 graph.invoke(turn(i), config())
             assert our_row_counts(saver)["bodies"] == 80
-            assert body_rows(saver) == (80 // PACK_SIZE, 80 % PACK_SIZE)
             ids = [m.id for m in graph.get_state(config()).values["messages"]]
             assert ids == [x for i in range(40) for x in (f"h-{i}", f"ai-{2 * i + 1}")]
 
     def test_a_write_with_nothing_cached_stores_no_body_twice(
         self, backend: str, request: pytest.FixtureRequest
     ) -> None:
-        """A new process re-writing a packed list stores only the new message."""
+        """A new process re-writing a stored list stores only the new message."""
         with open_sync(backend, request) as saver:
             graph = agent(saver)
             for i in range(20):
                 graph.invoke(turn(i), config())
             latest = saver.get_tuple(config())
             assert latest is not None
-            saver.codec.forget_threads()
+            saver = STMSaver(saver.inner)  # a new wrapper: nothing cached
             messages = latest.checkpoint["channel_values"]["messages"]
             version = saver.get_next_version(
                 latest.checkpoint["channel_versions"]["messages"], None
@@ -266,9 +257,10 @@ def stored_bytes(saver: STMSaver) -> int:
         queries = [
             "SELECT SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints",
             "SELECT SUM(LENGTH(value)) FROM writes",
-            "SELECT SUM(LENGTH(digests) + COALESCE(LENGTH(ends), 0) + LENGTH(body)) "
-            "FROM stm_message_bodies",
-            "SELECT SUM(LENGTH(ops)) FROM stm_message_lists",
+            "SELECT SUM(LENGTH(data)) FROM stm_bodies",
+            "SELECT SUM(LENGTH(ops)) FROM stm_lists",
+            "SELECT SUM(LENGTH(data)) FROM stm_values",
+            "SELECT SUM(LENGTH(refs)) FROM stm_refs",
             "SELECT SUM(LENGTH(state)) FROM stm_threads",
         ]
         return sum(conn.execute(q).fetchone()[0] or 0 for q in queries)
@@ -276,9 +268,9 @@ def stored_bytes(saver: STMSaver) -> int:
         "SELECT SUM(pg_column_size(checkpoint) + pg_column_size(metadata)) AS n FROM checkpoints",
         "SELECT SUM(LENGTH(blob)) AS n FROM checkpoint_blobs",
         "SELECT SUM(LENGTH(blob)) AS n FROM checkpoint_writes",
-        "SELECT SUM(LENGTH(digests) + COALESCE(LENGTH(ends), 0) + LENGTH(body)) AS n "
-        "FROM stm_message_bodies",
-        "SELECT SUM(LENGTH(ops)) AS n FROM stm_message_lists",
+        "SELECT SUM(LENGTH(data)) AS n FROM stm_bodies",
+        "SELECT SUM(LENGTH(ops)) AS n FROM stm_lists",
+        "SELECT SUM(LENGTH(refs)) AS n FROM stm_refs",
         "SELECT SUM(pg_column_size(state)) AS n FROM stm_threads",
     ]
     return int(sum(conn.execute(q).fetchone()["n"] or 0 for q in queries))
@@ -307,14 +299,22 @@ class TestProjection:
     def test_deleted_projection_is_rebuilt_on_read(
         self, backend: str, request: pytest.FixtureRequest
     ) -> None:
-        """A missing projection row is rebuilt from the latest checkpoint."""
+        """A missing projection row is computed from the latest checkpoint by reads (which
+        never write) and rewritten by ``refresh_threads``."""
         with open_sync(backend, request) as saver:
             graph = agent(saver)
             graph.invoke(turn(0), config())
             before = saver.get_thread_state("t1")
-            saver.store.delete_projection("t1")
+            conn = our_conn(saver)
+            conn.execute("DELETE FROM stm_threads WHERE thread_id = 't1'")
+            if isinstance(conn, sqlite3.Connection):
+                conn.commit()
             assert saver.get_thread_state("t1") == before
+            assert saver.list_threads() == [before]
+            assert our_row_counts(saver)["threads"] == 0
+            assert saver.refresh_threads() == 1
             assert our_row_counts(saver)["threads"] == 1
+            assert saver.get_thread_state("t1") == before
 
     def test_stale_projection_is_rebuilt_on_read(
         self, backend: str, request: pytest.FixtureRequest
@@ -530,7 +530,7 @@ def test_copy_thread_is_exposed_when_the_inner_saver_has_it() -> None:
                 if t == source_thread_id:
                     self.writes[(target_thread_id, ns, cid)] = dict(writes)
 
-    saver = STMSaver(Copying())
+    saver = STMSaver.wrap(Copying())
     graph = agent(saver)
     for i in range(2):
         graph.invoke(turn(i), config("source"))
@@ -592,8 +592,11 @@ class TestDeletion:
             graph = agent(saver)
             for i in range(40):
                 graph.invoke(turn(i), config("gone"))
+            graph.update_state(config("gone"), {"goal": "a goal long enough " * 40})
             graph.invoke(turn(0), config("kept"))
             before = thread_rows(saver, "gone")
+            if backend == "postgres":  # PostgresSaver stores each version once: no values
+                before.pop("stm_values")
             assert all(n > 0 for n in before.values()), before
             kept = thread_rows(saver, "kept")
             saver.delete_thread("gone")
@@ -640,28 +643,31 @@ class TestDeletion:
 )
 def test_an_older_schema_is_migrated_by_setup(backend: str, request: pytest.FixtureRequest) -> None:
     """A database whose stm_migrations stops short of the latest version is brought up to
-    it (the last migration, an index, is dropped and its version row removed first)."""
+    it (the last migration, dropping the first layout's list table, is undone first)."""
     if backend == "sqlite":
-        from langgraph_stm.checkpoint.sqlite import MIGRATIONS
+        from langgraph_stm.checkpoint._sqlite import MIGRATIONS
     else:
-        from langgraph_stm.checkpoint.postgres import MIGRATIONS
+        from langgraph_stm.checkpoint._postgres import MIGRATIONS
     latest = len(MIGRATIONS) - 1
     with open_sync(backend, request) as saver:
         graph = agent(saver)
         graph.invoke(turn(0), config())
         conn: Any = saver.inner.conn  # type: ignore[attr-defined]
         conn.execute(f"DELETE FROM stm_migrations WHERE v = {latest}")
+        conn.execute(str(MIGRATIONS[2]))  # the first layout's stm_message_lists
         if backend == "sqlite":
-            conn.execute("DROP INDEX stm_msg_chunks_idx")
             conn.commit()
     with open_sync(backend, request) as saver:
         conn = saver.inner.conn  # type: ignore[attr-defined]
         if backend == "sqlite":
             version = conn.execute("SELECT MAX(v) FROM stm_migrations").fetchone()[0]
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            assert "stm_msg_chunks_idx" in names
         else:
             version = conn.execute("SELECT MAX(v) AS v FROM stm_migrations").fetchone()["v"]
+            names = {
+                r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()
+            }
+        assert "stm_message_lists" not in names
         assert version == latest
         assert len(agent(saver).get_state(config()).values["messages"]) == 2
 

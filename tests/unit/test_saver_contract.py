@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -32,7 +31,7 @@ class TestImports:
             "heavy = [m for m in sys.modules if m.split('.')[0] in ('psycopg', 'aiosqlite')\n"
             "         or m.startswith(('langgraph.checkpoint.sqlite',"
             " 'langgraph.checkpoint.postgres', 'langgraph_stm.checkpoint.sqlite',"
-            " 'langgraph_stm.checkpoint.postgres'))]\n"
+            " 'langgraph_stm.checkpoint._postgres'))]\n"
             "print(heavy)\n"
         )
         out = subprocess.run(
@@ -96,7 +95,7 @@ class TestInnerSaverContract:
         from the inner saver's tables that have a ``thread_id`` column: all of them."""
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        from langgraph_stm.checkpoint.sqlite import INNER_TABLES
+        from langgraph_stm.checkpoint._inner import SQLITE_TABLES as INNER_TABLES
 
         saver = SqliteSaver(sqlite3.connect(sqlite_path, check_same_thread=False))
         saver.setup()
@@ -116,7 +115,7 @@ class TestInnerSaverContract:
         """Same for ``PostgresSaver``: every table with a ``thread_id`` column."""
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        from langgraph_stm.checkpoint.postgres import INNER_TABLES
+        from langgraph_stm.checkpoint._inner import POSTGRES_TABLES as INNER_TABLES
 
         with PostgresSaver.from_conn_string(postgres_uri) as saver:
             saver.setup()
@@ -127,55 +126,58 @@ class TestInnerSaverContract:
             assert {r["table_name"] for r in rows} == set(INNER_TABLES)
 
     def test_optional_capabilities_are_detected_by_override(self) -> None:
-        """The conformance suite detects capabilities by overridden methods; so do we."""
-        assert getattr(type(STMSaver(InMemorySaver())), "aprune") is getattr(  # noqa: B009
-            BaseCheckpointSaver, "aprune"
-        )
+        """The conformance suite detects capabilities by overridden methods; so do we:
+        ``prune`` is ours everywhere, ``copy_thread`` only through ``STMSaver.wrap``."""
+        plain = type(STMSaver(InMemorySaver()))
+        assert plain is STMSaver
+        assert plain.aprune is not BaseCheckpointSaver.aprune
+        assert plain.acopy_thread is BaseCheckpointSaver.acopy_thread
 
 
-class _PruningSaver(InMemorySaver):
-    """An inner saver with one optional capability (like PostgresSaver's prune)."""
+class _CopyingSaver(InMemorySaver):
+    """An inner saver with one optional capability (``copy_thread``)."""
 
-    pruned: list[str]
+    copied: list[tuple[str, str]]
 
-    def prune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
-        self.pruned = [*getattr(self, "pruned", []), *thread_ids]
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.copied = [*getattr(self, "copied", []), (source_thread_id, target_thread_id)]
 
 
 class _MySaver(STMSaver):
     """A user's subclass."""
 
 
-class _MyPruningSaver(STMSaver):
-    """A user's subclass with its own prune."""
+class _MyCopyingSaver(STMSaver):
+    """A user's subclass with its own copy_thread."""
 
-    def prune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         raise RuntimeError("mine")
 
 
 class TestCapabilities:
-    """Optional capabilities follow the inner saver, for STMSaver and user subclasses."""
+    """Optional capabilities follow the inner saver through ``STMSaver.wrap``."""
 
     def test_capability_class_pickles_by_name(self) -> None:
-        """The class carrying ``prune`` is one class per capability set, reachable by its
-        qualified name in this process (not in a fresh one, where no saver made it yet)."""
-        saver = STMSaver(_PruningSaver())
-        assert type(saver).__name__ == "STMSaver"
+        """The class carrying ``copy_thread`` is one class per capability set, found by
+        pickle by its qualified name; ``STMSaver(...)`` itself is always STMSaver."""
+        saver = STMSaver.wrap(_CopyingSaver())
+        assert isinstance(saver, STMSaver)
         assert pickle.loads(pickle.dumps(type(saver))) is type(saver)
-        assert type(STMSaver(_PruningSaver())) is type(saver)
-        assert type(STMSaver(InMemorySaver())) is STMSaver
+        assert type(STMSaver.wrap(_CopyingSaver())) is type(saver)
+        assert type(STMSaver(_CopyingSaver())) is STMSaver
+        assert type(STMSaver.wrap(InMemorySaver())) is STMSaver
 
     def test_user_subclass_keeps_its_class_and_gains_the_capability(self) -> None:
-        """A subclass instance is still the subclass and forwards ``prune``."""
-        inner = _PruningSaver()
-        saver = _MySaver(inner)
+        """A subclass instance is still the subclass and forwards ``copy_thread``."""
+        inner = _CopyingSaver()
+        saver = _MySaver.wrap(inner)
         assert isinstance(saver, _MySaver)
-        saver.prune(["t1"])  # type: ignore[attr-defined]
-        assert inner.pruned == ["t1"]
+        saver.copy_thread("t1", "t2")
+        assert inner.copied == [("t1", "t2")]
         assert pickle.loads(pickle.dumps(type(saver))) is type(saver)
 
     def test_user_override_wins(self) -> None:
         """A capability the user's subclass defines is not replaced by ours."""
-        saver = _MyPruningSaver(_PruningSaver())
+        saver = _MyCopyingSaver.wrap(_CopyingSaver())
         with pytest.raises(RuntimeError, match="mine"):
-            saver.prune(["t1"])
+            saver.copy_thread("t1", "t2")

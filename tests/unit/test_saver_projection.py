@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from langchain_core.messages import HumanMessage
 
 from langgraph_stm.checkpoint import ThreadState
-from langgraph_stm.checkpoint._projection import format_ts, project
+from langgraph_stm.checkpoint._threads import format_ts, project, to_state
 
 
 class TestProject:
-    """project() and ProjectionRow.to_thread_state()."""
+    """project() and to_state()."""
 
     def test_structured_fields_are_copied(self) -> None:
         """Goal, plan, constraints, artifacts, last_error and summary survive the JSON trip."""
@@ -35,7 +35,7 @@ class TestProject:
             "summary": {"text": "so far", "version": 2},
             "messages": [HumanMessage(content="hi")],
         }
-        state = project("t1", "c1", "2026-01-01T00:00:00+00:00", values).to_thread_state()
+        state = to_state(project("t1", "c1", "2026-01-01T00:00:00+00:00", values))
         assert state == ThreadState(
             thread_id="t1",
             checkpoint_id="c1",
@@ -51,7 +51,7 @@ class TestProject:
 
     def test_missing_fields_are_empty(self) -> None:
         """A state without the structured keys projects to empty values."""
-        state = project("t1", "c1", None, {"other": 1}).to_thread_state()
+        state = to_state(project("t1", "c1", None, {"other": 1}))
         assert (state.goal, state.plan, state.summary, state.message_count) == (
             None,
             [],
@@ -62,7 +62,7 @@ class TestProject:
 
     def test_values_that_are_not_json_are_dropped(self) -> None:
         """A custom object in a field of the same name is stored as None, never raises."""
-        state = project("t1", "c1", None, {"goal": object()}).to_thread_state()
+        state = to_state(project("t1", "c1", None, {"goal": object()}))
         assert state.goal is None
 
     def test_timestamps_sort_as_strings(self) -> None:

@@ -1,0 +1,204 @@
+"""The thread index of :class:`STMSaver`: ``get_thread_state``, ``list_threads``,
+``refresh_threads`` and their async twins (the rows and rules live in :mod:`._threads`).
+
+Reads only read: a projection row that is missing, behind its thread's latest root
+checkpoint, or unreadable is computed from that checkpoint for the answer and left
+as it is; :meth:`ThreadIndex.refresh_threads` rewrites such rows.
+"""
+
+from __future__ import annotations
+
+import builtins
+from datetime import datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from langgraph_stm.checkpoint._maintenance import Maintenance
+from langgraph_stm.checkpoint._saver import bridged
+from langgraph_stm.checkpoint._tables import (
+    ThreadRow,
+    delete_projections_plan,
+    latest_roots_plan,
+    projections_plan,
+    upsert_projection,
+)
+from langgraph_stm.checkpoint._threads import (
+    ThreadQuery,
+    ThreadState,
+    fresh_state,
+    project,
+    select_page,
+    to_state,
+)
+
+__all__ = ["ThreadIndex"]
+
+
+def _root(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+class ThreadIndex(Maintenance):
+    """Structured-state queries over the projection rows."""
+
+    # -- which rows are fresh ------------------------------------------------------------
+    def _sorted_out(
+        self, rows: builtins.list[ThreadRow], latest: dict[str, str]
+    ) -> tuple[builtins.list[ThreadState], builtins.list[str], builtins.list[str]]:
+        """Fresh states, stale thread ids (to compute), orphan row ids (no checkpoint)."""
+        by_id = {r.thread_id: r for r in rows}
+        fresh: builtins.list[ThreadState] = []
+        stale: builtins.list[str] = []
+        for thread_id, checkpoint_id in latest.items():
+            state = fresh_state(by_id.get(thread_id), checkpoint_id)
+            if state is None:
+                stale.append(thread_id)
+            else:
+                fresh.append(state)
+        return fresh, stale, [t for t in by_id if t not in latest]
+
+    def _latest(self, rows: builtins.list[ThreadRow]) -> dict[str, str] | None:
+        """Latest root checkpoint ids, when they can be had without I/O or SQL."""
+        if self._inner.kind == "memory":
+            return self._inner.memory_latest_roots()
+        if self._inner.kind is None:
+            latest = {}
+            for r in rows:
+                tup = self.inner.get_tuple(_root(r.thread_id))
+                if tup is not None:
+                    latest[r.thread_id] = str(tup.checkpoint["id"])
+            return latest
+        return None
+
+    def _state_of(self, thread_id: str, tup: Any) -> ThreadState | None:
+        if tup is None:
+            return None
+        cp = tup.checkpoint
+        return to_state(project(thread_id, cp["id"], cp.get("ts"), cp["channel_values"]))
+
+    def _scan(self) -> tuple[builtins.list[ThreadRow], dict[str, str]]:
+        driver = self._sync_driver()
+        rows = driver.read(projections_plan(self._tables.dialect, None, None))
+        latest = self._latest(rows)
+        if latest is None:
+            latest = driver.read(latest_roots_plan(self._tables.latest_roots_sql()))
+        return rows, latest
+
+    async def _ascan(self) -> tuple[builtins.list[ThreadRow], dict[str, str]]:
+        rows = await self._aread(projections_plan(self._tables.dialect, None, None))
+        latest = self._latest(rows)
+        if latest is None:
+            latest = await self._aread(latest_roots_plan(self._tables.latest_roots_sql()))
+        return rows, latest
+
+    # -- queries -------------------------------------------------------------------------
+    @bridged("aget_thread_state")
+    def get_thread_state(self, thread_id: str) -> ThreadState | None:
+        """Return the latest structured state of ``thread_id``, or ``None`` if it has none.
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> STMSaver(InMemorySaver()).get_thread_state("unknown") is None
+            True
+        """
+        tup = self.inner.get_tuple(_root(str(thread_id)))
+        if tup is None:
+            return None
+        rows = self._sync_driver().read(
+            projections_plan(self._tables.dialect, [str(thread_id)], None)
+        )
+        state = fresh_state(rows[0] if rows else None, str(tup.checkpoint["id"]))
+        return state or self._state_of(str(thread_id), self._load(tup, remember=False))
+
+    async def aget_thread_state(self, thread_id: str) -> ThreadState | None:
+        """Async twin of :meth:`get_thread_state`."""
+        tup = await self.inner.aget_tuple(_root(str(thread_id)))
+        if tup is None:
+            return None
+        rows = await self._aread(projections_plan(self._tables.dialect, [str(thread_id)], None))
+        state = fresh_state(rows[0] if rows else None, str(tup.checkpoint["id"]))
+        return state or self._state_of(str(thread_id), await self._aload(tup, remember=False))
+
+    @bridged("alist_threads")
+    def list_threads(
+        self,
+        *,
+        updated_after: datetime | str | None = None,
+        updated_before: datetime | str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> builtins.list[ThreadState]:
+        """List the threads' structured states, most recently updated first.
+
+        Args:
+            updated_after: Only threads whose latest checkpoint is newer than this.
+            updated_before: Only threads whose latest checkpoint is older than this.
+            limit: Page size; ``None`` for all.
+            offset: How many threads to skip (for the next page).
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> STMSaver(InMemorySaver()).list_threads(limit=10)
+            []
+        """
+        query = ThreadQuery.make(updated_after, updated_before, limit, offset)
+        fresh, stale, _ = self._sorted_out(*self._scan())
+        for t in stale:
+            state = self._state_of(t, self.get_tuple(_root(t)))
+            if state is not None:
+                fresh.append(state)
+        return select_page(fresh, query)
+
+    async def alist_threads(
+        self,
+        *,
+        updated_after: datetime | str | None = None,
+        updated_before: datetime | str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> builtins.list[ThreadState]:
+        """Async twin of :meth:`list_threads`."""
+        query = ThreadQuery.make(updated_after, updated_before, limit, offset)
+        fresh, stale, _ = self._sorted_out(*await self._ascan())
+        for t in stale:
+            state = self._state_of(t, await self.aget_tuple(_root(t)))
+            if state is not None:
+                fresh.append(state)
+        return select_page(fresh, query)
+
+    @bridged("arefresh_threads")
+    def refresh_threads(self) -> int:
+        """Rewrite every projection row that is missing, stale or unreadable, and drop
+        the rows of threads without checkpoints; return how many rows changed.
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> STMSaver(InMemorySaver()).refresh_threads()
+            0
+        """
+        _, stale, orphans = self._sorted_out(*self._scan())
+        driver = self._sync_driver()
+        for t in stale:
+            tup = self.get_tuple(_root(t))
+            if tup is not None:
+                cp = tup.checkpoint
+                row = project(t, cp["id"], cp.get("ts"), cp["channel_values"])
+                driver.write(upsert_projection(self._tables.dialect, row, force=True))
+        driver.write(delete_projections_plan(self._tables.dialect, orphans))
+        return len(stale) + len(orphans)
+
+    async def arefresh_threads(self) -> int:
+        """Async twin of :meth:`refresh_threads`."""
+        _, stale, orphans = self._sorted_out(*await self._ascan())
+        for t in stale:
+            tup = await self.aget_tuple(_root(t))
+            if tup is not None:
+                cp = tup.checkpoint
+                row = project(t, cp["id"], cp.get("ts"), cp["channel_values"])
+                await self._awrite(upsert_projection(self._tables.dialect, row, force=True))
+        await self._awrite(delete_projections_plan(self._tables.dialect, orphans))
+        return len(stale) + len(orphans)

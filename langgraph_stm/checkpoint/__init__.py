@@ -4,13 +4,15 @@ How it is built, one module per concern:
 
 - :mod:`._stm` the public :class:`STMSaver` (constructors, setup) on top of
   :mod:`._index` (thread queries), :mod:`._maintenance` (delete, prune, vacuum) and
-  :mod:`._saver` (forwarding each call to the inner saver and running the pipeline);
+  :mod:`._saver` (forwarding each call to the inner saver), which runs
+  :mod:`._pipeline` (what a write stores and a read rebuilds, without I/O);
 - :mod:`._format` the pure storage format, :mod:`._encoder` values to rows and back;
 - :mod:`._tables` our tables as statement plans, run by one sync and one async driver
   per backend: :mod:`._sqlite`, :mod:`._postgres` (each with its ``MIGRATIONS``);
 - :mod:`._backend` which tables and drivers serve an inner saver, :mod:`._inner` every
   fact about LangGraph's savers, :mod:`._threads` the projection rows,
-  :mod:`._capabilities` the optional ``copy_thread`` / ``delete_for_runs``.
+  :mod:`._capabilities` the optional ``copy_thread`` / ``delete_for_runs``,
+  :mod:`._writes` the checks and stable ids of pending writes.
 
 Backend drivers are imported only when a saver of that kind is wrapped, so importing
 this package never imports aiosqlite or psycopg.

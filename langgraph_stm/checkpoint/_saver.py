@@ -25,29 +25,18 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from langgraph_stm._errors import StorageError
 from langgraph_stm.checkpoint._backend import tables_for
-from langgraph_stm.checkpoint._encoder import Encoder, WriteSet
+from langgraph_stm.checkpoint._encoder import Encoder
 from langgraph_stm.checkpoint._format import FormatError
 from langgraph_stm.checkpoint._inner import inspect_inner
-from langgraph_stm.checkpoint._tables import Plan, load_plan, write_plan
-from langgraph_stm.checkpoint._threads import project
+from langgraph_stm.checkpoint._pipeline import Pipeline, ids, seed_tuple, storage_error, with_seeds
+from langgraph_stm.checkpoint._tables import Plan
 from langgraph_stm.checkpoint._writes import checked_writes
 
 __all__ = ["SaverCore", "bridged"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-
-def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
-    c = config.get("configurable", {})
-    parent = c.get("checkpoint_id")
-    return (
-        str(c.get("thread_id", "")),
-        str(c.get("checkpoint_ns", "")),
-        (None if parent is None else str(parent)),
-    )
 
 
 def bridged(
@@ -111,6 +100,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
             inner.serde, delta_limit=delta_limit, full_values=self._inner.full_values
         )
         self._loop = self._inner.loop
+        self._pipeline = Pipeline(self._inner, self._tables, self._encoder, self.linear_messages)
 
     # -- plumbing ------------------------------------------------------------------------
     @property
@@ -134,6 +124,9 @@ class SaverCore(BaseCheckpointSaver[Any]):
             full_values=self._encoder.full_values,
             messages=self._encoder.messages,
         )
+        clone._pipeline = Pipeline(
+            clone._inner, clone._tables, clone._encoder, clone.linear_messages
+        )
         return clone
 
     def _sync_driver(self) -> Any:
@@ -155,110 +148,26 @@ class SaverCore(BaseCheckpointSaver[Any]):
         driver = self._async_driver()
         return self._tables.sync.write(plan) if driver is None else await driver.write(plan)
 
-    # -- write path ----------------------------------------------------------------------
-    def _prepare(
-        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
-    ) -> tuple[Checkpoint, WriteSet | None, Plan]:
-        thread_id, ns, parent = _ids(config)
-        values = checkpoint.get("channel_values", {})
-        projection = None
-        if ns == "" and "id" in checkpoint:
-            projection = project(thread_id, checkpoint["id"], checkpoint.get("ts"), values)
-        write = None
-        if self.linear_messages:
-            channels = None if self._inner.full_values else list(new_versions)
-            versions = None if self._inner.full_values else new_versions
-            write = self._encoder.encode(
-                thread_id, ns, checkpoint["id"], parent, values, channels, versions
-            )
-            checkpoint = cast(Checkpoint, {**checkpoint, "channel_values": write.values})
-        cold_projection = None
-        if projection is not None and self._inner.kind == "memory":
-            # InMemorySaver stores only the new versions: after a deletion under us, the
-            # other channels are gone from the thread.
-            kept = {k: v for k, v in values.items() if k in new_versions}
-            cold_projection = project(thread_id, checkpoint["id"], checkpoint.get("ts"), kept)
-        plan = write_plan(
-            self._tables.dialect,
-            thread_id,
-            ns,
-            checkpoint["id"],
-            write,
-            projection,
-            cold_projection,
-        )
-        return checkpoint, write, plan
-
-    # -- read path -----------------------------------------------------------------------
-    def _load_plan(self, tup: CheckpointTuple) -> Plan | None:
-        lists, values = self._encoder.references(tup.checkpoint.get("channel_values") or {})
-        if not lists and not values:
-            return None
-        thread_id, ns, _ = _ids(tup.config)
-        return load_plan(
-            self._tables.dialect,
-            thread_id,
-            ns,
-            list(lists.values()),
-            list(values.values()),
-            self._encoder.missing_bodies,
-        )
-
-    def _decoded(self, tup: CheckpointTuple, loaded: Any, *, remember: bool) -> CheckpointTuple:
-        thread_id, ns, _ = _ids(tup.config)
-        expanded, rows = loaded if loaded is not None else ({}, None)
-        try:
-            values = self._encoder.decode_values(
-                thread_id,
-                ns,
-                tup.checkpoint.get("id"),
-                tup.checkpoint.get("channel_values") or {},
-                expanded,
-                rows,
-                remember=remember,
-            )
-        except (FormatError, KeyError) as exc:
-            raise self._storage_error(tup.config, exc) from exc
-        return tup._replace(
-            checkpoint=cast(Checkpoint, {**tup.checkpoint, "channel_values": values})
-        )
-
-    @staticmethod
-    def _storage_error(config: RunnableConfig, exc: BaseException) -> StorageError:
-        thread_id, ns, _ = _ids(config)
-        return StorageError(
-            f"thread {thread_id!r} (namespace {ns!r}): STMSaver rows are missing or corrupt "
-            f"({exc}); they were deleted or edited outside STMSaver. Delete the thread "
-            "(saver.delete_thread) to start it again.",
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-        )
-
+    # -- reads through the pipeline ---------------------------------------------------
     def _load(self, tup: CheckpointTuple, *, remember: bool) -> CheckpointTuple:
-        plan = self._load_plan(tup)
+        plan = self._pipeline.load_plan(tup)
         if plan is None:
-            return self._decoded(tup, None, remember=remember) if self._has_escapes(tup) else tup
+            return self._pipeline.decoded(tup, None, remember=remember)
         try:
             loaded = self._sync_driver().read(plan)
         except FormatError as exc:
-            raise self._storage_error(tup.config, exc) from exc
-        return self._decoded(tup, loaded, remember=remember)
+            raise storage_error(tup.config, exc) from exc
+        return self._pipeline.decoded(tup, loaded, remember=remember)
 
     async def _aload(self, tup: CheckpointTuple, *, remember: bool) -> CheckpointTuple:
-        plan = self._load_plan(tup)
+        plan = self._pipeline.load_plan(tup)
         if plan is None:
-            return self._decoded(tup, None, remember=remember) if self._has_escapes(tup) else tup
+            return self._pipeline.decoded(tup, None, remember=remember)
         try:
             loaded = await self._aread(plan)
         except FormatError as exc:
-            raise self._storage_error(tup.config, exc) from exc
-        return self._decoded(tup, loaded, remember=remember)
-
-    def _has_escapes(self, tup: CheckpointTuple) -> bool:
-        from langgraph_stm.checkpoint._format import MARKER_KEY
-
-        values = tup.checkpoint.get("channel_values") or {}
-        return any(isinstance(v, dict) and MARKER_KEY in v for v in values.values())
+            raise storage_error(tup.config, exc) from exc
+        return self._pipeline.decoded(tup, loaded, remember=remember)
 
     # -- BaseCheckpointSaver: sync -------------------------------------------------------
     @bridged("aget_tuple")
@@ -291,8 +200,8 @@ class SaverCore(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store our rows of the checkpoint, then the checkpoint (see the module doc)."""
-        stored, write, plan = self._prepare(config, checkpoint, new_versions)
-        with self._sync_driver().writing(plan, _ids(config)[0]):
+        stored, write, plan = self._pipeline.prepare(config, checkpoint, new_versions)
+        with self._sync_driver().writing(plan, ids(config)[0]):
             result = self.inner.put(config, stored, metadata, new_versions)
         if write is not None:
             self._encoder.installed(write)
@@ -320,10 +229,10 @@ class SaverCore(BaseCheckpointSaver[Any]):
     ) -> Mapping[str, DeltaChannelHistory]:
         """Forward to the inner saver; seeds that are our references are restored."""
         history = self.inner.get_delta_channel_history(config=config, channels=channels)
-        seeds = self._seed_tuple(config, history)
+        seeds = seed_tuple(config, history)
         if seeds is None:
             return history
-        return self._with_seeds(history, self._load(seeds, remember=False))
+        return with_seeds(history, self._load(seeds, remember=False))
 
     # -- BaseCheckpointSaver: async ------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -354,13 +263,13 @@ class SaverCore(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
-        stored, write, plan = self._prepare(config, checkpoint, new_versions)
+        stored, write, plan = self._pipeline.prepare(config, checkpoint, new_versions)
         driver = self._async_driver()
         if driver is None:
-            with self._tables.sync.writing(plan, _ids(config)[0]):
+            with self._tables.sync.writing(plan, ids(config)[0]):
                 result = await self.inner.aput(config, stored, metadata, new_versions)
         else:
-            async with driver.writing(plan, _ids(config)[0]):
+            async with driver.writing(plan, ids(config)[0]):
                 result = await self.inner.aput(config, stored, metadata, new_versions)
         if write is not None:
             self._encoder.installed(write)
@@ -382,31 +291,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async twin of :meth:`get_delta_channel_history`."""
         history = await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        seeds = self._seed_tuple(config, history)
+        seeds = seed_tuple(config, history)
         if seeds is None:
             return history
-        return self._with_seeds(history, await self._aload(seeds, remember=False))
-
-    def _seed_tuple(
-        self, config: RunnableConfig, history: Mapping[str, DeltaChannelHistory]
-    ) -> CheckpointTuple | None:
-        from langgraph_stm.checkpoint._format import MARKER_KEY
-
-        seeds = {
-            ch: entry["seed"]
-            for ch, entry in history.items()
-            if "seed" in entry and isinstance(entry["seed"], dict) and MARKER_KEY in entry["seed"]
-        }
-        if not seeds:
-            return None
-        checkpoint = cast(Checkpoint, {"channel_values": seeds})
-        return CheckpointTuple(config=config, checkpoint=checkpoint, metadata={})
-
-    @staticmethod
-    def _with_seeds(
-        history: Mapping[str, DeltaChannelHistory], tup: CheckpointTuple
-    ) -> Mapping[str, DeltaChannelHistory]:
-        result = dict(history)
-        for ch, value in tup.checkpoint["channel_values"].items():
-            result[ch] = cast(DeltaChannelHistory, {**history[ch], "seed": value})
-        return result
+        return with_seeds(history, await self._aload(seeds, remember=False))

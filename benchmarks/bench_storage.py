@@ -31,7 +31,8 @@ nothing cached) calls ``get_tuple`` on the thread, and the bytes of the rows ret
 every statement naming one of our tables (``stm_*``) are added up, counted through the
 connection (SQLite: a stand-in ``sqlite3.Connection`` whose cursors count what they
 fetch; PostgreSQL: a ``psycopg.Cursor`` subclass as ``cursor_factory``). A row's size
-is the sum of its values' (bytes and UTF-8 text by length, numbers 8). Checked: the
+is the sum of its values' (bytes and UTF-8 text by length, numbers 8); the counting is
+``benchmarks/byte_meter.py``. Checked: the
 trimmed thread's load stays flat, load bytes at the last point <= 1.3 x at the first
 (@400 vs @50 in a full run).
 
@@ -47,7 +48,6 @@ from __future__ import annotations
 import argparse
 import gc
 import inspect
-import json
 import os
 import random
 import sqlite3
@@ -55,12 +55,13 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
+from byte_meter import ByteMeter, CountingSqlite, counting_cursor_class
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -81,8 +82,6 @@ LOAD_POINTS = (50, 200, 400)
 """Turns after which a fresh saver's load is counted (plus ``--turns`` if shorter)."""
 FLAT_LIMIT = 1.3
 """``stm_trim`` load bytes at the last point may be at most this times the first's."""
-OURS = "stm_"
-"""Every table of ours starts with it: rows of statements naming one are counted."""
 
 ADMIN_URI = os.environ.get("STM_TEST_POSTGRES_URI", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -184,184 +183,6 @@ class Backend:
     size: Callable[[], int]
     open_counted: Callable[[ByteMeter], Any]
     """A context manager: an ``STMSaver`` on a new connection that meters its rows."""
-
-
-# -- counting the bytes a load reads, through the connection ------------------------------
-@dataclass
-class ByteMeter:
-    """Bytes of the rows fetched through a connection: all, and of statements naming ours."""
-
-    total: int = 0
-    ours: int = 0
-
-    def add(self, sql: str, rows: Iterable[Any]) -> None:
-        size = sum(map(row_bytes, rows))
-        self.total += size
-        if OURS in sql.lower():
-            self.ours += size
-
-    def reset(self) -> None:
-        self.total = self.ours = 0
-
-
-def value_bytes(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    if isinstance(value, memoryview):
-        return value.nbytes
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, bool | int | float):
-        return 8
-    if isinstance(value, dict | list):  # jsonb, decoded by psycopg
-        return len(json.dumps(value, default=str))
-    return len(str(value))
-
-
-def row_bytes(row: Any) -> int:
-    if isinstance(row, dict):
-        return sum(map(value_bytes, row.values()))
-    if isinstance(row, tuple | list | sqlite3.Row):
-        return sum(map(value_bytes, row))
-    return value_bytes(row)
-
-
-class CountingSqliteCursor:
-    """A ``sqlite3.Cursor`` stand-in that meters every row it returns."""
-
-    def __init__(self, cursor: sqlite3.Cursor, meter: ByteMeter) -> None:
-        self._cursor, self._meter, self._sql = cursor, meter, ""
-
-    def execute(self, sql: str, parameters: Any = (), /) -> CountingSqliteCursor:
-        self._sql = sql
-        self._cursor.execute(sql, parameters)
-        return self
-
-    def executemany(self, sql: str, seq: Iterable[Any], /) -> CountingSqliteCursor:
-        self._sql = sql
-        self._cursor.executemany(sql, seq)
-        return self
-
-    def executescript(self, script: str, /) -> CountingSqliteCursor:
-        self._sql = script
-        self._cursor.executescript(script)
-        return self
-
-    def fetchone(self) -> Any:
-        row = self._cursor.fetchone()
-        if row is not None:
-            self._meter.add(self._sql, [row])
-        return row
-
-    def fetchmany(self, size: int | None = None) -> list[Any]:
-        rows = self._cursor.fetchmany() if size is None else self._cursor.fetchmany(size)
-        self._meter.add(self._sql, rows)
-        return rows
-
-    def fetchall(self) -> list[Any]:
-        rows = self._cursor.fetchall()
-        self._meter.add(self._sql, rows)
-        return rows
-
-    def __iter__(self) -> CountingSqliteCursor:
-        return self
-
-    def __next__(self) -> Any:
-        row = next(self._cursor)
-        self._meter.add(self._sql, [row])
-        return row
-
-    def __getattr__(self, name: str) -> Any:  # close, rowcount, lastrowid, description...
-        return getattr(self._cursor, name)
-
-
-class CountingSqlite:
-    """A ``sqlite3.Connection`` stand-in (its methods cannot be patched): everything is
-    forwarded to the real connection, and its cursors meter their rows."""
-
-    def __init__(self, conn: sqlite3.Connection, meter: ByteMeter) -> None:
-        object.__setattr__(self, "_conn", conn)
-        object.__setattr__(self, "_meter", meter)
-
-    def cursor(self, *args: Any) -> CountingSqliteCursor:
-        return CountingSqliteCursor(self._conn.cursor(*args), self._meter)
-
-    def execute(self, sql: str, parameters: Any = (), /) -> CountingSqliteCursor:
-        return self.cursor().execute(sql, parameters)
-
-    def executemany(self, sql: str, seq: Iterable[Any], /) -> CountingSqliteCursor:
-        return self.cursor().executemany(sql, seq)
-
-    def executescript(self, script: str, /) -> CountingSqliteCursor:
-        return self.cursor().executescript(script)
-
-    def __enter__(self) -> CountingSqlite:
-        self._conn.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._conn.__exit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:  # commit, rollback, in_transaction, close...
-        return getattr(self._conn, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:  # row_factory, isolation_level
-        setattr(self._conn, name, value)
-
-
-def counting_cursor_class(meter: ByteMeter) -> type[Any]:
-    """A ``psycopg.Cursor`` subclass metering the rows it hands out, for ``cursor_factory``."""
-    import psycopg
-    from psycopg import sql as pgsql
-
-    class CountingCursor(psycopg.Cursor[Any]):
-        _bench_sql = ""
-
-        def _remember(self, query: Any) -> None:
-            if isinstance(query, pgsql.Composable):
-                query = query.as_string(self.connection)
-            elif isinstance(query, bytes):
-                query = query.decode()
-            self._bench_sql = str(query)
-
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            self._remember(query)
-            return super().execute(query, params, **kwargs)
-
-        def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
-            self._remember(query)
-            super().executemany(query, params_seq, **kwargs)
-
-        def stream(self, query: Any, params: Any = None, **kwargs: Any) -> Iterator[Any]:
-            self._remember(query)
-            for row in super().stream(query, params, **kwargs):
-                meter.add(self._bench_sql, [row])
-                yield row
-
-        def fetchone(self) -> Any:
-            row = super().fetchone()
-            if row is not None:
-                meter.add(self._bench_sql, [row])
-            return row
-
-        def fetchmany(self, size: int = 0) -> list[Any]:
-            rows = super().fetchmany(size)
-            meter.add(self._bench_sql, rows)
-            return rows
-
-        def fetchall(self) -> list[Any]:
-            rows = super().fetchall()
-            meter.add(self._bench_sql, rows)
-            return rows
-
-        def __iter__(self) -> Iterator[Any]:
-            for row in super().__iter__():
-                meter.add(self._bench_sql, [row])
-                yield row
-
-    return CountingCursor
 
 
 def sqlite_backend(path: Path) -> Backend:

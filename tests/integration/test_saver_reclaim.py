@@ -12,29 +12,30 @@ database:
   loses no body: every remaining checkpoint loads, the final state is what the writer
   expects, and one more ``vacuum()`` removes nothing a checkpoint references.
 
-Counting through the connection: SQLite connections cannot be patched, so the saver
-gets a stand-in for ``sqlite3.Connection`` (:class:`CountingSqlite`) forwarding every
-attribute to a real connection and wrapping its cursors. psycopg connections take a
-``cursor_factory``: :func:`counting_cursor_class` makes a ``psycopg.Cursor`` subclass
-that counts the rows it hands out. A row's size is the sum of its values' sizes (bytes
-and UTF-8 strings by length); a statement's rows are "ours" when its SQL names a table
-starting with ``stm_``.
+Counting through the connection is ``benchmarks/byte_meter.py`` (benchmark tooling,
+loaded here by path): SQLite connections cannot be patched, so the saver gets a stand-in
+for ``sqlite3.Connection`` (``CountingSqlite``) forwarding every attribute to a real
+connection and wrapping its cursors. psycopg connections take a ``cursor_factory``:
+``counting_cursor_class`` makes a ``psycopg.Cursor`` subclass that counts the rows it
+hands out. A row's size is the sum of its values' sizes (bytes and UTF-8 strings by
+length); a statement's rows are "ours" when its SQL names a table starting with
+``stm_``, and count for each table of ours it names.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import takewhile
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import pytest
@@ -82,217 +83,31 @@ def target(backend: str, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("postgres_uri"))
 
 
-# -- counting the bytes our load reads ----------------------------------------------------
-@dataclass
-class Meter:
-    """Bytes of the rows fetched through a connection, by kind of statement."""
-
-    total: int = 0
-    ours: int = 0
-    bodies: int = 0
-    rows: int = 0
-    statements: Counter[str] = field(default_factory=Counter)
-
-    def add(self, sql: str, rows: Iterable[Any]) -> None:
-        size = 0
-        for row in rows:
-            self.rows += 1
-            size += row_bytes(row)
-        lowered = sql.lower()
-        self.total += size
-        if OURS in lowered:
-            self.ours += size
-        if BODIES in lowered:
-            self.bodies += size
-        self.statements[" ".join(sql.split())[:90]] += size
-
-    def reset(self) -> None:
-        self.total = self.ours = self.bodies = self.rows = 0
-        self.statements.clear()
-
-    def report(self) -> str:
-        lines = [
-            f"read {self.total} bytes in {self.rows} rows; ours ({OURS}*): {self.ours}; "
-            f"statements naming {BODIES}: {self.bodies}"
-        ]
-        lines += [f"  {n:>9}  {sql}" for sql, n in self.statements.most_common(8)]
-        return "\n".join(lines)
+# -- counting the bytes our load reads: benchmarks/byte_meter.py -------------------------
+def _load_byte_meter() -> ModuleType:
+    path = REPO / "benchmarks" / "byte_meter.py"
+    spec = importlib.util.spec_from_file_location("byte_meter", path)
+    assert spec is not None, path
+    assert spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # before exec: its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
 
 
-def value_bytes(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    if isinstance(value, memoryview):
-        return value.nbytes
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, bool | int | float):
-        return 8
-    if isinstance(value, dict | list):  # jsonb, decoded by psycopg
-        return len(json.dumps(value, default=str))
-    return len(str(value))
-
-
-def row_bytes(row: Any) -> int:
-    if isinstance(row, dict):
-        return sum(value_bytes(v) for v in row.values())
-    if isinstance(row, tuple | list | sqlite3.Row):
-        return sum(value_bytes(v) for v in row)
-    return value_bytes(row)
-
-
-class CountingSqliteCursor:
-    """A ``sqlite3.Cursor`` stand-in that meters every row it returns."""
-
-    def __init__(self, cursor: sqlite3.Cursor, meter: Meter) -> None:
-        self._cursor = cursor
-        self._meter = meter
-        self._sql = ""
-
-    def execute(self, sql: str, parameters: Any = (), /) -> CountingSqliteCursor:
-        self._sql = sql
-        self._cursor.execute(sql, parameters)
-        return self
-
-    def executemany(self, sql: str, seq: Iterable[Any], /) -> CountingSqliteCursor:
-        self._sql = sql
-        self._cursor.executemany(sql, seq)
-        return self
-
-    def executescript(self, script: str, /) -> CountingSqliteCursor:
-        self._sql = script
-        self._cursor.executescript(script)
-        return self
-
-    def fetchone(self) -> Any:
-        row = self._cursor.fetchone()
-        if row is not None:
-            self._meter.add(self._sql, [row])
-        return row
-
-    def fetchmany(self, size: int | None = None) -> list[Any]:
-        rows = self._cursor.fetchmany() if size is None else self._cursor.fetchmany(size)
-        self._meter.add(self._sql, rows)
-        return rows
-
-    def fetchall(self) -> list[Any]:
-        rows = self._cursor.fetchall()
-        self._meter.add(self._sql, rows)
-        return rows
-
-    def __iter__(self) -> CountingSqliteCursor:
-        return self
-
-    def __next__(self) -> Any:
-        row = next(self._cursor)
-        self._meter.add(self._sql, [row])
-        return row
-
-    def close(self) -> None:
-        self._cursor.close()
-
-    def __getattr__(self, name: str) -> Any:  # rowcount, lastrowid, description, ...
-        return getattr(self._cursor, name)
-
-
-class CountingSqlite:
-    """A ``sqlite3.Connection`` stand-in: everything is forwarded to the real connection;
-    cursors (from ``cursor()``, ``execute()``, ``executemany()``) meter their rows."""
-
-    def __init__(self, conn: sqlite3.Connection, meter: Meter) -> None:
-        object.__setattr__(self, "_conn", conn)
-        object.__setattr__(self, "_meter", meter)
-
-    def cursor(self, *args: Any) -> CountingSqliteCursor:
-        return CountingSqliteCursor(self._conn.cursor(*args), self._meter)
-
-    def execute(self, sql: str, parameters: Any = (), /) -> CountingSqliteCursor:
-        return self.cursor().execute(sql, parameters)
-
-    def executemany(self, sql: str, seq: Iterable[Any], /) -> CountingSqliteCursor:
-        return self.cursor().executemany(sql, seq)
-
-    def executescript(self, script: str, /) -> CountingSqliteCursor:
-        return self.cursor().executescript(script)
-
-    def __enter__(self) -> CountingSqlite:
-        self._conn.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._conn.__exit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:  # commit, rollback, in_transaction, close...
-        return getattr(self._conn, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:  # row_factory, isolation_level
-        setattr(self._conn, name, value)
-
-
-def counting_cursor_class(meter: Meter) -> type[Any]:
-    """A ``psycopg.Cursor`` subclass metering the rows of fetchone/many/all and iteration."""
-    import psycopg
-    from psycopg import sql as pgsql
-
-    class CountingCursor(psycopg.Cursor[Any]):
-        _stm_sql = ""
-
-        def _remember(self, query: Any) -> None:
-            if isinstance(query, pgsql.Composable):
-                query = query.as_string(self.connection)
-            elif isinstance(query, bytes):
-                query = query.decode()
-            self._stm_sql = str(query)
-
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            self._remember(query)
-            return super().execute(query, params, **kwargs)
-
-        def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
-            self._remember(query)
-            super().executemany(query, params_seq, **kwargs)
-
-        def stream(self, query: Any, params: Any = None, **kwargs: Any) -> Iterator[Any]:
-            self._remember(query)
-            for row in super().stream(query, params, **kwargs):
-                meter.add(self._stm_sql, [row])
-                yield row
-
-        def fetchone(self) -> Any:
-            row = super().fetchone()
-            if row is not None:
-                meter.add(self._stm_sql, [row])
-            return row
-
-        def fetchmany(self, size: int = 0) -> list[Any]:
-            rows = super().fetchmany(size)
-            meter.add(self._stm_sql, rows)
-            return rows
-
-        def fetchall(self) -> list[Any]:
-            rows = super().fetchall()
-            meter.add(self._stm_sql, rows)
-            return rows
-
-        def __next__(self) -> Any:
-            row = super().__next__()
-            meter.add(self._stm_sql, [row])
-            return row
-
-    return CountingCursor
+byte_meter = _load_byte_meter()
+ByteMeter = byte_meter.ByteMeter
 
 
 @contextmanager
-def open_counted(backend: str, target: str, meter: Meter) -> Iterator[STMSaver]:
+def open_counted(backend: str, target: str, meter: ByteMeter) -> Iterator[STMSaver]:
     """A set-up STMSaver on a new connection whose fetched rows are metered."""
     if backend == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         conn = sqlite3.connect(target, check_same_thread=False)
         try:
-            saver = STMSaver(SqliteSaver(CountingSqlite(conn, meter)))  # type: ignore[arg-type]
+            saver = STMSaver(SqliteSaver(byte_meter.CountingSqlite(conn, meter)))  # type: ignore[arg-type]
             saver.setup()
             yield saver
         finally:
@@ -306,7 +121,7 @@ def open_counted(backend: str, target: str, meter: Meter) -> Iterator[STMSaver]:
         with psycopg.Connection.connect(
             target, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as pg:
-            pg.cursor_factory = counting_cursor_class(meter)
+            pg.cursor_factory = byte_meter.counting_cursor_class(meter)
             saver = STMSaver(PostgresSaver(pg))
             saver.setup()
             yield saver
@@ -443,11 +258,11 @@ class TestLoadsFollowTheLiveState:
             history = build_long_thread(saver)
             live = serialized_bytes(saver, history[-LIVE:])
             full = serialized_bytes(saver, history)
-        meter = Meter()
+        meter = ByteMeter()
         with open_counted(backend, target, meter) as fresh:
             meter.reset()
             restored = loaded_messages(fresh)
-        ours, bodies = meter.ours, meter.bodies
+        ours, bodies = meter.ours, meter.tables[BODIES]
         report = (
             f"[{backend}] the {LIVE} live messages serialize to {live} bytes, all {HISTORY} "
             f"to {full} bytes; the load {meter.report()}"

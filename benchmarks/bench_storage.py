@@ -69,7 +69,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from langgraph_stm import TokenCounter, plan_trim
+from langgraph_stm import TokenCounter, trim_history
 from langgraph_stm.checkpoint import STMSaver
 
 RELOADS = 51
@@ -143,9 +143,9 @@ def build_trimmed(
         history = s["messages"]
         turn = int(str(history[-1].id).removeprefix("h-"))
         answer = AIMessage(id=f"ai-{2 * turn - 1}", content=answers[(turn - 1) % len(answers)])
-        plan = plan_trim([*history, answer], max_tokens=budget, token_counter=counter)
+        plan = trim_history([*history, answer], max_tokens=budget, token_counter=counter)
         assert answer.id not in plan.removed_ids
-        return {"messages": [answer, *plan.updates()]}
+        return {"messages": [answer, *plan.update().get("messages", [])]}
 
     return (
         StateGraph(PlainState).add_node(reply).add_edge(START, "reply").compile(checkpointer=saver)

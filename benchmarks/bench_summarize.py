@@ -43,15 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conversation import GOLD, TURNS, retained, turns
 
-from langgraph_stm import (
-    ExtractiveSummarizer,
-    SummarizeNode,
-    TokenCounter,
-    build_context,
-    merge_constraints,
-    merge_plan,
-    update_summary,
-)
+from langgraph_stm import SummarizeNode, TokenCounter, build_context
+from langgraph_stm.state import merge_constraints, merge_plan, update_summary
+from langgraph_stm.summarizers import ExtractiveSummarizer
 
 SYSTEM = "You are a billing migration agent."
 TRIGGER = 6000
@@ -172,7 +166,7 @@ def run_ours(name: str, node: SummarizeNode, model: FactModel | None) -> Run:
         if update:
             state["messages"] = add_messages(state["messages"], update["messages"])
             state["summary"] = update_summary(state.get("summary"), update["summary"])
-        context = build_context(state, max_tokens=CONTEXT, token_counter=COUNTER)
+        context = build_context(state, max_tokens=CONTEXT, token_counter=COUNTER).messages
         run.tokens.append(COUNTER(context))
         run.final_input = context
     run.seconds = time.perf_counter() - started
@@ -316,7 +310,7 @@ def main() -> None:
     )
     scripted_model = FactModel()
     scripted = SummarizeNode(
-        scripted_model,
+        summarizer=scripted_model,
         trigger_tokens=TRIGGER,
         keep_tokens=KEEP,
         token_counter=COUNTER,
@@ -337,7 +331,7 @@ def main() -> None:
     )
     terse_model = FactModel(cap=TERSE)
     terse = SummarizeNode(
-        terse_model,
+        summarizer=terse_model,
         trigger_tokens=TRIGGER,
         keep_tokens=KEEP,
         token_counter=COUNTER,

@@ -146,16 +146,18 @@ def main() -> None:
         ours_counter = TokenCounter(encoding="o200k_base")
         cold_history, _ = make_history(size)
         start = time.perf_counter()
-        trim_history(cold_history, max_tokens=BUDGET, token_counter=ours_counter)
+        trim_history(cold_history, max_tokens=BUDGET, token_counter=ours_counter).messages
         cold_ms = (time.perf_counter() - start) * 1000
 
         def ours(h: list[BaseMessage], counter: TokenCounter = ours_counter) -> list[BaseMessage]:
-            return trim_history(h, max_tokens=BUDGET, token_counter=counter)
+            return trim_history(h, max_tokens=BUDGET, token_counter=counter).messages
 
         def ours_any(
             h: list[BaseMessage], counter: TokenCounter = ours_counter
         ) -> list[BaseMessage]:
-            return trim_history(h, max_tokens=BUDGET, token_counter=counter, start_on="any")
+            return trim_history(
+                h, max_tokens=BUDGET, token_counter=counter, start_on="any"
+            ).messages
 
         def lc(counter: Callable[[list[BaseMessage]], int]) -> Callable[..., list[BaseMessage]]:
             def trim(h: list[BaseMessage]) -> list[BaseMessage]:

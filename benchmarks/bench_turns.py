@@ -219,7 +219,7 @@ def build(
     else:
 
         def model_input(state: Any) -> list[BaseMessage]:
-            return build_context(state, max_tokens=BUDGET, token_counter=counter)
+            return build_context(state, max_tokens=BUDGET, token_counter=counter).messages
 
     def agent(state: Any) -> dict[str, Any]:
         return {"messages": [model.invoke(model_input(state))]}

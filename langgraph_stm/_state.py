@@ -17,7 +17,7 @@ Records are plain ``TypedDict`` values so that they serialize through LangGraph'
 checkpoint serde unchanged.
 
 Example:
-    >>> from langgraph_stm import merge_plan
+    >>> from langgraph_stm.state import merge_plan
     >>> plan = merge_plan([], [{"id": "s1", "task": "read the spec"}])
     >>> merge_plan(plan, {"id": "s1", "status": "done"})
     [{'id': 's1', 'task': 'read the spec', 'status': 'done'}]
@@ -48,12 +48,17 @@ from langgraph_stm._errors import StateUpdateError
 
 __all__ = [
     "REMOVE_ALL",
+    "STM_FIELDS",
+    "SUMMARY_CONTENT_FIELDS",
     "Artifact",
+    "ArtifactUpdate",
     "Constraint",
     "ConstraintStatus",
+    "ConstraintUpdate",
     "ErrorRecord",
     "PlanStatus",
     "PlanStep",
+    "PlanStepUpdate",
     "STMState",
     "Summary",
     "SummaryCoverage",
@@ -128,6 +133,37 @@ class ErrorRecord(TypedDict):
     """When it happened, ISO 8601."""
 
 
+class PlanStepUpdate(TypedDict, total=False):
+    """A partial ``plan`` update: the ``id`` plus the keys that change (``task`` too
+    for a new step)."""
+
+    id: Required[str]
+    task: str
+    status: PlanStatus
+
+
+class ConstraintUpdate(TypedDict, total=False):
+    """A partial ``constraints`` update: the ``id`` plus the keys that change (``text``
+    too for a new constraint)."""
+
+    id: Required[str]
+    text: str
+    source_message_id: str | None
+    status: ConstraintStatus
+
+
+class ArtifactUpdate(TypedDict, total=False):
+    """A partial ``artifacts`` update: the ``id`` plus the keys that change (``kind``
+    and ``summary`` too for a new artifact)."""
+
+    id: Required[str]
+    kind: str
+    summary: str
+    uri: str | None
+    source_message_id: str | None
+    tokens: int
+
+
 class SummaryCoverage(TypedDict):
     """A bounded record of which messages a summary covers (not an ever-growing set)."""
 
@@ -148,8 +184,6 @@ class Summary(TypedDict):
     """Starts at 1 and grows by one per summarization; never goes backwards."""
     coverage: NotRequired[SummaryCoverage | None]
     """Which messages the summary covers."""
-    covered_until_message_id: NotRequired[str | None]
-    """Id of the newest message covered; messages after it are live in ``messages``."""
     goal: NotRequired[str | None]
     """The goal as understood from the covered messages."""
     constraints: NotRequired[list[str]]
@@ -175,7 +209,7 @@ def remove_record(record_id: str) -> dict[str, Any]:
     to empty the field.
 
     Example:
-        >>> from langgraph_stm import merge_constraints, remove_record
+        >>> from langgraph_stm.state import merge_constraints, remove_record
         >>> current = merge_constraints([], [{"id": "c1", "text": "no prod writes"}])
         >>> merge_constraints(current, remove_record("c1"))
         []
@@ -498,3 +532,11 @@ class STMState(TypedDict, total=False):
     """The last error and its recovery; write ``None`` to clear."""
     summary: Annotated[Summary | None, _ReducedValue(update_summary)]
     """Running summary of the messages moved out of ``messages``; never goes backwards."""
+
+
+STM_FIELDS: tuple[str, ...] = tuple(name for name in STMState.__annotations__ if name != "messages")
+"""The structured fields of :class:`STMState`, in declaration order (``messages`` aside)."""
+SUMMARY_CONTENT_FIELDS: tuple[str, ...] = tuple(
+    name for name in Summary.__annotations__ if name not in ("version", "coverage")
+)
+"""What a summarizer writes into a :class:`Summary` (its text and structured lists)."""

@@ -8,7 +8,7 @@ leading ``SystemMessage``, which stays first): eviction stops at the first prote
 unit, a pending unit (tool calls waiting for an approval ``interrupt()``), the unit
 of the latest ``HumanMessage``, or the newest unit that is not a ``SystemMessage``
 (which only matters in a history without a ``HumanMessage``). So every message after
-the summary's ``covered_until_message_id`` is still live, and the summary never tells
+the summary's ``coverage["last_message_id"]`` is still live, and the summary never tells
 the model about answers to a question it has not seen yet. When stopping there is not enough
 to fit ``keep_tokens``, the result says so (``fits=False``); nothing else is cut.
 
@@ -44,7 +44,7 @@ hide such retries, keep model objects alive, and still miss after a graph rebuil
 a restart, which is exactly where the checkpointed task already works. One case is not durable:
 the *sync* function called inside an ``async def`` node cannot wait for a task
 without blocking the event loop that runs it, so it calls the summarizer directly;
-use :func:`asummarize_history` (or ``await node.acall(state)``) in async nodes.
+use :func:`asummarize_history` (or ``await node.ainvoke(state)``) in async nodes.
 
 On the state the node produced, nothing is over the trigger and it returns no update.
 
@@ -75,18 +75,25 @@ from typing import Any, Literal, cast
 
 from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    BaseMessage,
-    HumanMessage,
-    RemoveMessage,
-    SystemMessage,
-)
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.func import task
-from pydantic import BaseModel
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_stm._errors import InvalidArgumentError, SummarizationError
+from langgraph_stm._node import StateNode
+from langgraph_stm._policy import (
+    OnInvalid,
+    check_choice,
+    check_counter,
+    check_positive,
+    drop_promoted_notes,
+    messages_of,
+    prepare,
+    protected,
+    read_state,
+)
 from langgraph_stm._state import Constraint, PlanStep, Summary, SummaryCoverage
 from langgraph_stm._summarizers import (
     DEFAULT_MAX_SUMMARY_TOKENS,
@@ -98,8 +105,8 @@ from langgraph_stm._summarizers import (
     clip_text,
     default_text_counter,
 )
-from langgraph_stm._tokens import TokenCounter, TokenCounterLike, default_token_counter
-from langgraph_stm._units import Unit, group_units
+from langgraph_stm._tokens import TokenCounter, TokenCounterLike
+from langgraph_stm._units import group_units
 
 __all__ = [
     "SummarizeNode",
@@ -113,18 +120,19 @@ SummarizerLike = Summarizer | BaseChatModel
 
 @dataclass(frozen=True)
 class SummarizeResult:
-    """What :func:`summarize_history` did.
+    """What :func:`summarize_history` did, and the update that applies it to the state.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> result = summarize_history(
         ...     [HumanMessage("hi", id="h1")], trigger_tokens=10, keep_tokens=5, token_counter=len)
-        >>> result.summarized, result.state_update()
+        >>> result.summarized, result.update()
         (False, {})
     """
 
     messages: list[BaseMessage]
-    """The messages that stay, same objects, same order."""
+    """The messages that stay, same objects, same order (plus synthetic repair results
+    when ``on_invalid="repair"`` had to add some)."""
     summary: Summary | None
     """The running summary after this call: the new one, or the one passed in unchanged."""
     summarized_ids: tuple[str, ...] = ()
@@ -139,22 +147,32 @@ class SummarizeResult:
     newest non-system unit) still exceeds ``keep_tokens``."""
     previous: Summary | None = field(default=None, repr=False)
     """The running summary passed in."""
+    repair: tuple[BaseMessage, ...] = ()
+    """The :func:`~langgraph_stm.repair_history` updates applied first (empty if none)."""
 
     @property
     def summarized(self) -> bool:
         """True when messages were folded into a new summary version."""
         return bool(self.summarized_ids)
 
-    def state_update(
+    def update(
         self, *, messages_key: str = "messages", summary_key: str = "summary"
     ) -> dict[str, Any]:
-        """Return the graph state update: removals by id plus the new summary, or ``{}``."""
-        if not self.summarized:
-            return {}
-        return {
-            messages_key: [RemoveMessage(id=message_id) for message_id in self.summarized_ids],
-            summary_key: self.summary,
-        }
+        """Return the graph state update: removals by id plus the new summary, or ``{}``.
+
+        With a repair that had to insert a synthetic result, the messages update is a
+        full rewrite (``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` then :attr:`messages`).
+        """
+        out: dict[str, Any] = {}
+        if self.repair and self.repair[0].id == REMOVE_ALL_MESSAGES:
+            out[messages_key] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.messages]
+        else:
+            removed = [u.id for u in self.repair if u.id is not None] + list(self.summarized_ids)
+            if removed:
+                out[messages_key] = [RemoveMessage(id=message_id) for message_id in removed]
+        if self.summarized:
+            out[summary_key] = self.summary
+        return out
 
 
 # --- planning (pure, deterministic) -------------------------------------------------------
@@ -168,20 +186,18 @@ class _Plan:
     tokens_before: int
     tokens_after: int
     fits: bool
+    repair: tuple[BaseMessage, ...] = ()
 
 
-def _positive_int(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def _check_budgets(trigger_tokens: object, keep_tokens: object, max_summary_tokens: object) -> None:
-    trigger = _positive_int("trigger_tokens", trigger_tokens)
-    keep = _positive_int("keep_tokens", keep_tokens)
-    _positive_int("max_summary_tokens", max_summary_tokens)
+def _check_options(
+    trigger_tokens: object, keep_tokens: object, max_summary_tokens: object, on_invalid: object
+) -> None:
+    trigger = check_positive("trigger_tokens", trigger_tokens)
+    keep = check_positive("keep_tokens", keep_tokens)
+    check_positive("max_summary_tokens", max_summary_tokens)
     if keep > trigger:
         raise InvalidArgumentError(f"keep_tokens must be <= trigger_tokens ({trigger}), got {keep}")
+    check_choice("on_invalid", on_invalid, OnInvalid)
 
 
 def _check_inputs(
@@ -206,27 +222,7 @@ def _check_inputs(
         raise InvalidArgumentError(
             f"state must be a mapping (the graph state), got {type(state).__name__}"
         )
-    if token_counter is not None and not callable(token_counter):
-        raise InvalidArgumentError(
-            "token_counter must be a callable taking a list of messages, "
-            f"got {type(token_counter).__name__}"
-        )
-
-
-def _prefix_end(units: Sequence[Unit], start: int) -> int:
-    """Index of the first protected unit at or after ``start``.
-
-    Protected: a pending unit, the latest HumanMessage's unit, and the newest unit that
-    is not a SystemMessage (it matters only when there is no HumanMessage: what is kept
-    then never becomes empty, so a system note added later is never first).
-    """
-    humans = [i for i, unit in enumerate(units) if isinstance(unit.head, HumanMessage)]
-    others = [i for i, unit in enumerate(units) if not isinstance(unit.head, SystemMessage)]
-    limit = min(humans[-1] if humans else len(units), others[-1] if others else len(units))
-    stop = start
-    while stop < limit and not units[stop].pending:
-        stop += 1
-    return stop
+    check_counter(token_counter)
 
 
 def _plan(
@@ -234,15 +230,17 @@ def _plan(
     trigger_tokens: int,
     keep_tokens: int,
     counter: TokenCounterLike,
+    on_invalid: OnInvalid,
 ) -> _Plan:
-    history = list(messages)
+    history, repair = prepare(messages, on_invalid)
     units = group_units(history)
     before = counter(history)
     if before <= trigger_tokens:
-        return _Plan(history, history, (), before, before, True)
-    # Only a SystemMessage first in the input is the leading one (a lone unit).
-    start = 1 if history and isinstance(history[0], SystemMessage) else 0
-    stop = _prefix_end(units, start)
+        return _Plan(history, history, (), before, before, True, tuple(repair))
+    facts = protected(units)
+    start = 1 if facts.leading else 0
+    stop = facts.first_protected
+    stop = len(units) if stop is None else stop
     head = [m for unit in units[:start] for m in unit.messages]
 
     def kept_after(k: int) -> list[BaseMessage]:
@@ -259,13 +257,16 @@ def _plan(
             high = middle
         else:
             low = middle + 1
-    # Never leave a mid-history SystemMessage as the first unit kept after the cut.
-    while low > 0 and start + low < stop and isinstance(units[start + low].head, SystemMessage):
-        low += 1
+    if low:
+        # Never leave a mid-history SystemMessage as the first unit kept after the cut.
+        order = drop_promoted_notes(
+            [*range(start), *range(start + low, len(units))], units, facts.leading
+        )
+        low = (order[start] if len(order) > start else len(units)) - start
     kept = kept_after(low)
     evicted = tuple(m for unit in units[start : start + low] for m in unit.messages)
     after = counter(kept) if evicted else before
-    return _Plan(history, kept, evicted, before, after, after <= keep_tokens)
+    return _Plan(history, kept, evicted, before, after, after <= keep_tokens, tuple(repair))
 
 
 # --- summarizer call -----------------------------------------------------------------------
@@ -344,7 +345,6 @@ def _summary(request: SummaryRequest, draft: object) -> Summary:
         "text": text,
         "version": (previous["version"] if previous else 0) + 1,
         "coverage": coverage,
-        "covered_until_message_id": ids[-1],
         "goal": draft.goal,
         "constraints": list(draft.constraints),
         "completed_steps": list(draft.completed_steps),
@@ -355,6 +355,7 @@ def _summary(request: SummaryRequest, draft: object) -> Summary:
 
 def _result(plan: _Plan, previous: Summary | None, summary: Summary | None) -> SummarizeResult:
     return SummarizeResult(
+        repair=plan.repair,
         messages=plan.kept,
         summary=summary,
         summarized_ids=tuple(m.id or "" for m in plan.evicted),
@@ -478,6 +479,7 @@ def summarize_history(
     token_counter: TokenCounterLike | None = None,
     state: Mapping[str, Any] | None = None,
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
+    on_invalid: OnInvalid = "raise",
 ) -> SummarizeResult:
     """Fold the oldest whole units into the running summary when over ``trigger_tokens``.
 
@@ -494,6 +496,9 @@ def summarize_history(
         state: the graph state; its goal, plan and constraints are context for the
             summarizer (they are never moved into the summary text only).
         max_summary_tokens: bound of the summary text.
+        on_invalid: ``"raise"`` (:class:`ToolPairError` for a broken history) or
+            ``"repair"`` (fix it first with :func:`~langgraph_stm.repair_history`;
+            the result's :meth:`~SummarizeResult.update` carries the repair).
 
     Raises :class:`SummarizationError` (chained) if the summarizer raises or answers
     invalidly; nothing is modified. Example (a counter of one token per message):
@@ -518,11 +523,11 @@ def summarize_history(
         - [request] Find flights to Rome.
         - [tool] flights(to="FCO") -> AZ204 at 10:05, 120 EUR
     """
-    _check_budgets(trigger_tokens, keep_tokens, max_summary_tokens)
+    _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid)
     _check_inputs(messages, running_summary, state, token_counter)
     resolved = _resolve(summarizer)
-    counter = token_counter or _default_counter()
-    plan = _plan(messages, trigger_tokens, keep_tokens, counter)
+    counter = check_counter(token_counter)
+    plan = _plan(messages, trigger_tokens, keep_tokens, counter, on_invalid)
     if not plan.evicted:
         return _result(plan, running_summary, running_summary)
     request = _request(plan, running_summary, state, max_summary_tokens, counter)
@@ -540,6 +545,7 @@ async def asummarize_history(
     token_counter: TokenCounterLike | None = None,
     state: Mapping[str, Any] | None = None,
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
+    on_invalid: OnInvalid = "raise",
 ) -> SummarizeResult:
     """Async twin of :func:`summarize_history`: the summarizer's ``asummarize`` is awaited.
 
@@ -552,11 +558,11 @@ async def asummarize_history(
         >>> result.summarized_ids
         ('h0', 'h1', 'h2')
     """
-    _check_budgets(trigger_tokens, keep_tokens, max_summary_tokens)
+    _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid)
     _check_inputs(messages, running_summary, state, token_counter)
     resolved = _resolve(summarizer)
-    counter = token_counter or _default_counter()
-    plan = _plan(messages, trigger_tokens, keep_tokens, counter)
+    counter = check_counter(token_counter)
+    plan = _plan(messages, trigger_tokens, keep_tokens, counter, on_invalid)
     if not plan.evicted:
         return _result(plan, running_summary, running_summary)
     request = _request(plan, running_summary, state, max_summary_tokens, counter)
@@ -564,39 +570,19 @@ async def asummarize_history(
     return _result(plan, running_summary, _summary(request, draft))
 
 
-def _default_counter() -> TokenCounter:
-    return default_token_counter()
-
-
 # --- the node ----------------------------------------------------------------------------------
 
 
-def _state_values(state: object, node: str) -> Mapping[str, Any]:
-    """Read a graph state: any mapping as is, a pydantic model or a dataclass by attribute."""
-    if isinstance(state, Mapping):
-        return state
-    if isinstance(state, BaseModel):
-        return {name: getattr(state, name) for name in type(state).model_fields}
-    if dataclasses.is_dataclass(state) and not isinstance(state, type):
-        return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
-    raise InvalidArgumentError(
-        f"SummarizeNode {node!r}: the state must be a mapping (TypedDict), a pydantic model "
-        f"or a dataclass, got {type(state).__name__}"
-    )
-
-
-class SummarizeNode(Runnable[Any, dict[str, Any]]):
+class SummarizeNode(StateNode):
     """A graph node that folds old messages into ``state["summary"]`` (sync and async).
 
     Returns ``{"messages": [RemoveMessage(id=...), ...], "summary": Summary}`` when the
-    messages exceed ``trigger_tokens``, else ``{}``. Pass a chat ``model`` (wrapped in
-    :class:`ChatModelSummarizer`) or any ``summarizer``; with neither, the offline
-    :class:`ExtractiveSummarizer` is used. Add it with ``graph.add_node(node)`` (its
-    name is ``name``); ``invoke``/``ainvoke`` and a plain call ``node(state)`` work.
-    The state may be any mapping (a ``TypedDict`` state), or a pydantic model or a
-    dataclass (a graph whose state schema is one): fields are then read by attribute,
-    and the update is a dict as LangGraph expects for every schema. A state without
-    ``messages_key`` raises :class:`InvalidArgumentError` naming the key and the node.
+    messages exceed ``trigger_tokens``, else ``{}``. ``summarizer`` is a
+    :class:`~langgraph_stm.summarizers.Summarizer` or a chat model (wrapped in
+    :class:`~langgraph_stm.summarizers.ChatModelSummarizer`); by default the offline
+    :class:`~langgraph_stm.summarizers.ExtractiveSummarizer`. Options are those of
+    :func:`summarize_history`, checked when the node is built. The state may be any
+    mapping (a ``TypedDict`` state), a pydantic model or a dataclass.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -613,31 +599,27 @@ class SummarizeNode(Runnable[Any, dict[str, Any]]):
 
     def __init__(
         self,
-        model: BaseChatModel | None = None,
         *,
         trigger_tokens: int,
         keep_tokens: int,
+        summarizer: SummarizerLike | None = None,
         token_counter: TokenCounterLike | None = None,
-        summarizer: Summarizer | None = None,
         max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
+        on_invalid: OnInvalid = "raise",
         messages_key: str = "messages",
         summary_key: str = "summary",
         name: str = "summarize",
     ) -> None:
-        if model is not None and summarizer is not None:
-            raise InvalidArgumentError("pass either model= or summarizer=, not both")
-        _check_budgets(trigger_tokens, keep_tokens, max_summary_tokens)
-        _check_inputs([], None, None, token_counter)
-        self.summarizer: Summarizer = (
-            ChatModelSummarizer(model) if model is not None else _resolve(summarizer)
-        )
+        super().__init__(name=name)
+        _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid)
+        self.summarizer: Summarizer = _resolve(summarizer)
         self.trigger_tokens = trigger_tokens
         self.keep_tokens = keep_tokens
-        self.token_counter: TokenCounterLike = token_counter or _default_counter()
+        self.token_counter: TokenCounterLike = check_counter(token_counter)
         self.max_summary_tokens = max_summary_tokens
+        self.on_invalid: OnInvalid = on_invalid
         self.messages_key = messages_key
         self.summary_key = summary_key
-        self.name = name
 
     def __repr__(self) -> str:
         return (
@@ -645,16 +627,11 @@ class SummarizeNode(Runnable[Any, dict[str, Any]]):
             f"keep_tokens={self.keep_tokens}, summarizer={self.summarizer!r})"
         )
 
-    def _read(self, state: object) -> tuple[Sequence[BaseMessage], dict[str, Any]]:
+    def _read(self, state: object) -> tuple[list[BaseMessage], dict[str, Any]]:
         """Return the messages and the summarize_history arguments for ``state``."""
-        values = _state_values(state, self.name or "summarize")
-        if self.messages_key not in values:
-            raise InvalidArgumentError(
-                f"SummarizeNode {self.name!r}: the state has no {self.messages_key!r} key "
-                f"(keys: {sorted(map(str, values))}); pass messages_key= to name the key "
-                "that holds the messages"
-            )
-        return values[self.messages_key], {
+        where = f"SummarizeNode {self.name!r}"
+        values = read_state(state, where, (self.messages_key, self.summary_key))
+        return messages_of(values, self.messages_key, where), {
             "running_summary": values.get(self.summary_key),
             "summarizer": self.summarizer,
             "trigger_tokens": self.trigger_tokens,
@@ -662,28 +639,26 @@ class SummarizeNode(Runnable[Any, dict[str, Any]]):
             "token_counter": self.token_counter,
             "state": values,
             "max_summary_tokens": self.max_summary_tokens,
+            "on_invalid": self.on_invalid,
         }
 
-    def __call__(self, state: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+    def result(self, state: object) -> SummarizeResult:
+        """Return the :class:`SummarizeResult` for ``state``."""
+        messages, kwargs = self._read(state)
+        return summarize_history(messages, **kwargs)
+
+    async def aresult(self, state: object) -> SummarizeResult:
+        """Async twin of :meth:`result`."""
+        messages, kwargs = self._read(state)
+        return await asummarize_history(messages, **kwargs)
+
+    def run(self, state: Any, config: RunnableConfig | None) -> dict[str, Any]:
         """Return the state update for ``state`` (see the class docstring)."""
-        messages, kwargs = self._read(state)
-        result = summarize_history(messages, **kwargs)
-        return result.state_update(messages_key=self.messages_key, summary_key=self.summary_key)
+        return self.result(state).update(
+            messages_key=self.messages_key, summary_key=self.summary_key
+        )
 
-    async def acall(self, state: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
-        """Async twin of ``node(state)``."""
-        messages, kwargs = self._read(state)
-        result = await asummarize_history(messages, **kwargs)
-        return result.state_update(messages_key=self.messages_key, summary_key=self.summary_key)
-
-    def invoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        """Runnable entry point used by LangGraph's ``invoke``/``stream``."""
-        return self(input)
-
-    async def ainvoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        """Runnable entry point used by LangGraph's ``ainvoke``/``astream``."""
-        return await self.acall(input)
+    async def arun(self, state: Any, config: RunnableConfig | None) -> dict[str, Any]:
+        """Async twin of :meth:`run`: the summarizer's ``asummarize`` is awaited."""
+        result = await self.aresult(state)
+        return result.update(messages_key=self.messages_key, summary_key=self.summary_key)

@@ -34,21 +34,24 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langgraph_stm._errors import InvalidMessageError, ToolPairError
+from langgraph_stm._errors import InvalidArgumentError, InvalidMessageError, ToolPairError
 
 __all__ = [
     "HistoryProblem",
     "HistoryProblemKind",
+    "RepairCause",
+    "RepairResult",
     "Unit",
     "group_units",
     "repair_history",
+    "repair_updates",
     "synthetic_result_id",
     "validate_history",
 ]
@@ -440,7 +443,8 @@ def _raise_for(problems: list[HistoryProblem], action: str) -> None:
         f"cannot {action}: the history breaks tool-call integrity: "
         + "; ".join(p.detail for p in problems[:5])
         + more
-        + ". Fix it with repair_history() (or pass on_invalid='repair').",
+        + ". Fix it with repair_history(), or pass on_invalid='repair' (accepted by "
+        "trim_history, summarize_history, build_context and their nodes).",
         message_ids=ids,
     )
 
@@ -505,7 +509,7 @@ def validate_history(messages: Sequence[object]) -> list[HistoryProblem]:
 
 
 def synthetic_result_id(ai_message_id: str, tool_call_id: str) -> str:
-    """Return the deterministic id of the error result :func:`repair_history` creates.
+    """Return the deterministic id of a result this package creates for a tool call.
 
     Example:
         >>> synthetic_result_id("a1", "c1")
@@ -514,37 +518,88 @@ def synthetic_result_id(ai_message_id: str, tool_call_id: str) -> str:
     return f"stm-repair:{ai_message_id}:{tool_call_id}"
 
 
-def _synthetic_result(head: AIMessage, call_id: str) -> ToolMessage:
+RepairCause = Literal["superseded", "not_approved", "rejected", "result_discarded"]
+"""Why a tool call has no result, as the synthetic result tells the model:
+
+- ``"superseded"`` (the default: all a history shows): a new message arrived while
+  the call waited for approval or for its result; it may have started;
+- ``"not_approved"``: it waited for approval when a new message arrived; it never ran;
+- ``"rejected"``: a reviewer rejected it; it never ran;
+- ``"result_discarded"``: it ran, but LangGraph discarded its result when a new
+  message arrived (a sibling task was paused at ``interrupt()``); its effects happened.
+"""
+
+_CAUSE_TEXT: dict[str, str] = {
+    "superseded": (
+        "was cancelled: a new message arrived while it was waiting (for approval or for "
+        "its result), so no result was recorded. It may have started; check its effects "
+        "before calling it again."
+    ),
+    "not_approved": (
+        "was cancelled before it was approved: a new message arrived while it waited for "
+        "approval. It did not run."
+    ),
+    "rejected": "was rejected by the reviewer. It did not run.",
+    "result_discarded": (
+        "ran, but its result was discarded when a new message arrived. Its effects have "
+        "happened; do not call it again to repeat them."
+    ),
+}
+
+
+def _synthetic_result(head: AIMessage, call_id: str, cause: str) -> ToolMessage:
     name = next((c["name"] for c in head.tool_calls if c["id"] == call_id), "tool")
     return ToolMessage(
-        content=(
-            f"Error: the tool call {name!r} (id {call_id!r}) never returned a result: it "
-            "was interrupted, rejected or lost before it ran. Do not assume it ran."
-        ),
+        content=f"Error: the tool call {name!r} (id {call_id!r}) {_CAUSE_TEXT[cause]}",
         tool_call_id=call_id,
         name=name,
         status="error",
         id=synthetic_result_id(head.id or "", call_id),
+        response_metadata={"stm_repair": cause},
     )
 
 
-def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """Return the ``add_messages`` updates that fix the tool-pair defects of a history.
+@dataclass(frozen=True)
+class RepairResult:
+    """What :func:`repair_history` found and how it fixes it."""
 
-    For a valid history the result is ``[]``. Otherwise, deterministically:
+    messages: list[BaseMessage]
+    """The repaired history: the input objects, same ids and order, plus synthetic
+    results (the input itself when it was valid)."""
+    problems: tuple[HistoryProblem, ...]
+    """The defects found (:func:`validate_history`), empty when the input was valid."""
+    updates: tuple[BaseMessage, ...]
+    """The ``add_messages`` items that turn the input into :attr:`messages`."""
+
+    @property
+    def repaired(self) -> bool:
+        """True when the history had to change."""
+        return bool(self.updates)
+
+    def update(self, *, messages_key: str = "messages") -> dict[str, Any]:
+        """Return the graph state update (``{}`` when the history was valid)."""
+        return {messages_key: list(self.updates)} if self.updates else {}
+
+
+def repair_history(
+    messages: Sequence[BaseMessage], *, causes: Mapping[str, RepairCause] | None = None
+) -> RepairResult:
+    """Fix the tool-pair defects of a history, deterministically, with reducer updates.
 
     - orphan and duplicate ``ToolMessage`` results are removed with
       ``RemoveMessage(id=...)`` (the first result of a call is kept);
     - a misplaced result is moved right after its call's unit;
-    - a dangling call gets a synthetic error ``ToolMessage`` right after its unit,
-      with the id :func:`synthetic_result_id` derives from the call it answers.
+    - a dangling call gets a synthetic error ``ToolMessage`` right after its unit, with
+      the id :func:`synthetic_result_id` derives from the call and a text that says
+      why it has no result: ``causes`` maps a tool call id to a :data:`RepairCause`
+      when the caller knows more than the history shows (default ``"superseded"``).
 
     ``add_messages`` appends new messages and cannot insert or move one, so when a
     result has to go mid-history the update is ``RemoveMessage(id=REMOVE_ALL_MESSAGES)``
     followed by the whole repaired history: every kept message keeps its id, content
     and order. When only removals are needed, only ``RemoveMessage`` items are
-    returned. A pending last unit is left as it is. Applying the update and repairing
-    again returns ``[]``.
+    returned. A pending last unit is left as it is. Repairing the result again changes
+    nothing.
 
     Raises :class:`InvalidMessageError` (non-messages, missing or reused message ids)
     or :class:`ToolPairError` (a tool call without an id or a reused call id): those
@@ -552,25 +607,51 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-        >>> from langgraph.graph.message import add_messages
         >>> history = [
         ...     HumanMessage("hi", id="h1"),
         ...     ToolMessage("stray", tool_call_id="c9", id="t9"),
         ...     AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
         ...     HumanMessage("skip that", id="h2"),
         ... ]
-        >>> fixed = add_messages(history, repair_history(history))
-        >>> [m.id for m in fixed]
-        ['h1', 'a1', 'stm-repair:a1:c1', 'h2']
-        >>> repair_history(fixed)
-        []
+        >>> result = repair_history(history)
+        >>> [m.id for m in result.messages], [p.kind for p in result.problems]
+        (['h1', 'a1', 'stm-repair:a1:c1', 'h2'], ['orphan_tool_result', 'dangling_tool_call'])
+        >>> print(result.messages[2].content[:60])
+        Error: the tool call 'f' (id 'c1') was cancelled: a new mess
+        >>> repair_history(result.messages).update()
+        {}
     """
-    problems = validate_history(messages)
+    source = list(messages)
+    problems = tuple(validate_history(source))
+    updates = repair_updates(source, causes=causes, problems=problems)
+    if not updates:
+        return RepairResult(source, problems, ())
+    if updates[0].id == REMOVE_ALL_MESSAGES:
+        return RepairResult(list(updates[1:]), problems, tuple(updates))
+    removed = {u.id for u in updates}
+    return RepairResult([m for m in source if m.id not in removed], problems, tuple(updates))
+
+
+def repair_updates(
+    messages: Sequence[BaseMessage],
+    *,
+    causes: Mapping[str, RepairCause] | None = None,
+    problems: Sequence[HistoryProblem] | None = None,
+) -> list[BaseMessage]:
+    """The ``add_messages`` updates of :func:`repair_history` (``[]`` when valid)."""
+    if problems is None:
+        problems = validate_history(messages)
     if not problems:
         return []
     unrepairable = [p for p in problems if p.kind in _UNREPAIRABLE]
     if unrepairable:
         _raise_for(unrepairable, "repair the history")
+    causes = causes or {}
+    for key, cause in causes.items():
+        if cause not in _CAUSE_TEXT:
+            raise InvalidArgumentError(
+                f"causes[{key!r}] must be one of {sorted(_CAUSE_TEXT)}, got {cause!r}"
+            )
 
     # Entries in order: (head, attached results). A result attaches to the first call
     # that issued its id, if that call is not answered yet; anything else is removed.
@@ -598,7 +679,7 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         is_last = position == len(entries) - 1
         if isinstance(head, AIMessage) and not is_last:
             repaired.extend(
-                _synthetic_result(head, call_id)
+                _synthetic_result(head, call_id, causes.get(call_id, "superseded"))
                 for call_id in _calls(head)
                 if call_id is not None and call_id not in answered
             )

@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from langgraph_stm._state import STMState
+from langgraph_stm._state import STM_FIELDS, STMState
 from langgraph_stm._tokens import TokenCounter, message_role
 
 __all__ = ["main"]
@@ -130,8 +130,7 @@ def _describe(message: BaseMessage) -> str:
 
 
 def _structured(values: dict[str, Any]) -> dict[str, Any]:
-    keys = ("goal", "plan", "constraints", "artifacts", "last_error", "summary")
-    return {key: values.get(key) for key in keys}
+    return {key: values.get(key) for key in STM_FIELDS}
 
 
 def _demo(db: Path, thread_id: str, out: TextIO) -> int:

@@ -23,13 +23,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langgraph_stm._errors import InvalidArgumentError
-from langgraph_stm._state import Artifact, Constraint, ErrorRecord, PlanStep, Summary
+from langgraph_stm._state import STM_FIELDS, Artifact, Constraint, ErrorRecord, PlanStep, Summary
 from langgraph_stm.checkpoint._format import FormatError
 from langgraph_stm.checkpoint._tables import ThreadRow
 
 __all__ = ["ThreadQuery", "ThreadState", "format_ts", "project", "select_page", "to_state"]
 
-_FIELDS = ("goal", "plan", "constraints", "artifacts", "last_error", "summary")
+_FIELDS = STM_FIELDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,8 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
-from langgraph_stm import InvalidArgumentError, StateUpdateError, STMSaver, STMState, StorageError
+from langgraph_stm import STMSaver, STMState
+from langgraph_stm.errors import InvalidArgumentError, StateUpdateError, StorageError
 
 REPO = Path(__file__).resolve().parents[2]
 SQL_BACKENDS = [

@@ -15,7 +15,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 
-from langgraph_stm import StateUpdateError, STMState
+from langgraph_stm import STMState
+from langgraph_stm.errors import StateUpdateError
 from tests.support.state_graphs import FIRST_INPUT, build_graph, dump
 
 REPO = Path(__file__).resolve().parents[2]

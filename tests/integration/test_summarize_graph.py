@@ -72,7 +72,9 @@ class TestAgentLoop:
         """12 turns: versions grow by one per summarization, one model call each, no orphans."""
         model = summary_model()
         counter = TokenCounter()
-        node = SummarizeNode(model, trigger_tokens=400, keep_tokens=200, token_counter=counter)
+        node = SummarizeNode(
+            summarizer=model, trigger_tokens=400, keep_tokens=200, token_counter=counter
+        )
         versions: list[int] = []
         async with open_saver() as saver:
             graph = agent_graph(node, saver)
@@ -139,7 +141,7 @@ class TestSummarizeAndInterruptInOneNode:
         self, open_saver: SaverFactory
     ) -> None:
         """The run fails with SummarizationError; the checkpointed state is unchanged."""
-        from langgraph_stm import SummarizationError
+        from langgraph_stm.errors import SummarizationError
 
         failing = ScriptedChatModel(script=[ConnectionError("provider down: key sk-123")])
         async with open_saver() as saver:
@@ -288,7 +290,7 @@ async def test_structured_state_survives_ten_summarizations_in_build_context() -
     assert counter.count_text(summary["text"]) <= 300
     covered = summary["coverage"]["message_count"]
     assert summary["coverage"]["first_message_id"] == "h0"
-    assert summary["covered_until_message_id"] == all_ids[covered - 1]
+    assert summary["coverage"]["last_message_id"] == all_ids[covered - 1]
     assert [m.id for m in state["messages"]] == all_ids[covered:]
     assert not any("Summary of the earlier conversation" in m.text for m in state["messages"])
     # what the summary itself kept from the covered turns
@@ -302,7 +304,7 @@ async def test_structured_state_survives_ten_summarizations_in_build_context() -
     assert "Process invoice batch 0." not in summary["text"]  # old requests went first
     context = build_context(
         state, max_tokens=3000, system_prompt="You are a billing agent.", token_counter=counter
-    )
+    ).messages
     text = "\n".join(str(m.content) for m in context)
     assert f"Goal: {GOAL}" in text
     assert f"- [c1] {CONSTRAINT}" in text

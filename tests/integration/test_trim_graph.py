@@ -21,16 +21,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
-from langgraph_stm import (
-    InvalidArgumentError,
-    InvalidMessageError,
-    STMError,
-    STMState,
-    ToolPairError,
-    TrimNode,
-    repair_history,
-    validate_history,
-)
+from langgraph_stm import STMError, STMState, TrimNode, repair_history, validate_history
+from langgraph_stm.errors import InvalidArgumentError, InvalidMessageError, ToolPairError
 from tests.support.trim_graphs import (
     COUNTER,
     MAX_TOKENS,
@@ -255,7 +247,7 @@ class TestBadInputLeavesStateUntouched:
     CFG: ClassVar[Any] = {"configurable": {"thread_id": "bad"}}
 
     def stage(self, saver: SqliteSaver, bad: list[Any]) -> tuple[Any, dict[str, Any]]:
-        graph = trim_graph(saver, TrimNode(50, token_counter=len))
+        graph = trim_graph(saver, TrimNode(max_tokens=50, token_counter=len))
         graph.invoke(
             {"messages": [HumanMessage("hi", id="h1"), AIMessage("yo", id="a1")]}, self.CFG
         )
@@ -287,7 +279,7 @@ class TestBadInputLeavesStateUntouched:
             graph.invoke(None, self.CFG)
         assert graph.get_state(self.CFG).values == before
         # The documented way out: apply repair_history, then trimming works.
-        graph.update_state(self.CFG, {"messages": repair_history(before["messages"])})
+        graph.update_state(self.CFG, {"messages": list(repair_history(before["messages"]).updates)})
         assert validate_history(graph.get_state(self.CFG).values["messages"]) == []
 
     def test_non_message_values_raise_invalid_message_error(self, saver: SqliteSaver) -> None:
@@ -298,7 +290,7 @@ class TestBadInputLeavesStateUntouched:
 
         graph = (
             StateGraph(LooseState)
-            .add_node("trim", TrimNode(5, token_counter=len, messages_key="chat"))
+            .add_node("trim", TrimNode(max_tokens=5, token_counter=len, messages_key="chat"))
             .add_edge(START, "trim")
             .compile(checkpointer=saver)
         )
@@ -311,4 +303,4 @@ class TestBadInputLeavesStateUntouched:
     def test_non_positive_budget_is_refused_before_anything_runs(self) -> None:
         """TrimNode(0) raises InvalidArgumentError when the graph is built."""
         with pytest.raises(InvalidArgumentError, match="max_tokens"):
-            TrimNode(0)
+            TrimNode(max_tokens=0)

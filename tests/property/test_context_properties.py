@@ -1,4 +1,4 @@
-"""Invariants 1-3, 5, 6 and 8 of DESIGN.md for build_context, on generated states."""
+"""Invariants 1-3, 5, 6 and 8 of docs/architecture.md for build_context, on generated states."""
 
 from __future__ import annotations
 
@@ -9,15 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from langgraph_stm import (
-    BudgetExceededError,
-    ContextResult,
-    StartOn,
-    TokenCounter,
-    group_units,
-    plan_context,
-    validate_history,
-)
+from langgraph_stm import ContextResult, TokenCounter, build_context, validate_history
+from langgraph_stm._units import group_units
+from langgraph_stm.errors import BudgetExceededError
+from langgraph_stm.typing import StartOn
 from tests.support.trim_helpers import RecordingCounter, histories, ids
 
 MANY = settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,12 +91,12 @@ def attempt(state: dict[str, Any], budget: int, **kwargs: Any) -> ContextResult 
     """
     error: BudgetExceededError | None = None
     try:
-        return plan_context(state, max_tokens=budget, **kwargs)
+        return build_context(state, max_tokens=budget, **kwargs)
     except BudgetExceededError as exc:
         error = exc
     assert error.required > budget
     assert error.max_tokens == budget
-    kept = plan_context(state, max_tokens=budget, on_overflow="keep_mandatory", **kwargs)
+    kept = build_context(state, max_tokens=budget, on_overflow="keep_mandatory", **kwargs)
     assert kept.over_budget
     assert kept.tokens == error.required
     return None

@@ -1,4 +1,4 @@
-"""Invariants 1-8 of DESIGN.md hold for summarization on generated histories."""
+"""Invariants 1-8 of docs/architecture.md hold for summarization on generated histories."""
 
 from __future__ import annotations
 
@@ -17,17 +17,10 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from langgraph_stm import (
-    ExtractiveSummarizer,
-    SummarizationError,
-    SummarizeNode,
-    SummaryDraft,
-    SummaryRequest,
-    TokenCounter,
-    group_units,
-    summarize_history,
-    validate_history,
-)
+from langgraph_stm import SummarizeNode, TokenCounter, summarize_history, validate_history
+from langgraph_stm._units import group_units
+from langgraph_stm.errors import SummarizationError
+from langgraph_stm.summarizers import ExtractiveSummarizer, SummaryDraft, SummaryRequest
 
 COUNT_TEXT = TokenCounter().count_text
 SETTINGS = settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -161,7 +154,7 @@ def test_summarization_keeps_every_invariant(
     assert all(any(m is other for other in remaining) for m in kept)
     assert summarized == {m.id for m in history} - {m.id for m in kept}
     assert [m.model_dump() for m in history] == before
-    update = result.state_update()
+    update = result.update()
     if update:
         assert add_messages(history, update["messages"]) == kept
     # 3. what is summarized is one contiguous run right after the leading system message,
@@ -187,7 +180,7 @@ def test_summarization_keeps_every_invariant(
             "last_message_id": history[start + n - 1].id,
             "message_count": n,
         }
-        assert result.summary["covered_until_message_id"] == history[start + n - 1].id
+        assert result.summary["coverage"]["last_message_id"] == history[start + n - 1].id
     # 8. a leading system message stays first and once; a mid-list note never becomes
     # first; no SystemMessage is created
     if start:
@@ -263,7 +256,7 @@ def test_coverage_stays_contiguous_as_the_thread_grows(
             "last_message_id": removed[-1],
             "message_count": len(removed),
         }
-        assert summary["covered_until_message_id"] == removed[-1]
+        assert summary["coverage"]["last_message_id"] == removed[-1]
 
 
 @SETTINGS

@@ -1,4 +1,4 @@
-"""Invariants 1-5 and 8 of DESIGN.md for trim_history and TrimNode, on generated histories.
+"""Invariants 1-5 and 8 of docs/architecture.md: trim_history and TrimNode on generated histories.
 
 Most properties use a ``len`` counter (one token per message) so each example is cheap
 and they run 2,000 generated histories each; one property uses the exact tiktoken
@@ -15,14 +15,10 @@ from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph.message import add_messages
 
-from langgraph_stm import (
-    BudgetExceededError,
-    StartOn,
-    TokenCounter,
-    TrimNode,
-    group_units,
-    trim_history,
-)
+from langgraph_stm import TokenCounter, TrimNode, trim_history
+from langgraph_stm._units import group_units
+from langgraph_stm.errors import BudgetExceededError
+from langgraph_stm.typing import StartOn
 from tests.support.trim_helpers import (
     RecordingCounter,
     ai,
@@ -78,7 +74,9 @@ def attempt(
 ) -> list[BaseMessage] | BudgetExceededError:
     """Trim, or return the BudgetExceededError raised."""
     try:
-        return trim_history(history, max_tokens=budget, token_counter=counter, start_on=start_on)
+        return trim_history(
+            history, max_tokens=budget, token_counter=counter, start_on=start_on
+        ).messages
     except BudgetExceededError as exc:
         return exc
 
@@ -114,7 +112,9 @@ class TestTrimHistoryProperties:
     ) -> None:
         """With start_on='any', the next older unit would not have fitted (no wasted budget)."""
         try:
-            kept = trim_history(history, max_tokens=budget, token_counter=len, start_on="any")
+            kept = trim_history(
+                history, max_tokens=budget, token_counter=len, start_on="any"
+            ).messages
         except BudgetExceededError:
             return
         kept_ids = set(ids(kept))
@@ -137,10 +137,12 @@ class TestTrimHistoryProperties:
     ) -> None:
         """Trimming the result again keeps every message (invariant 4)."""
         try:
-            once = trim_history(history, max_tokens=budget, token_counter=len, start_on=start_on)
+            once = trim_history(
+                history, max_tokens=budget, token_counter=len, start_on=start_on
+            ).messages
         except BudgetExceededError:
             return
-        twice = trim_history(once, max_tokens=budget, token_counter=len, start_on=start_on)
+        twice = trim_history(once, max_tokens=budget, token_counter=len, start_on=start_on).messages
         assert ids(twice) == ids(once)
 
     @MANY
@@ -151,7 +153,7 @@ class TestTrimHistoryProperties:
         """Any callable counter is handed ordered lists that satisfy the invariants."""
         recorder = RecordingCounter(len, history)
         with contextlib.suppress(BudgetExceededError):
-            trim_history(history, max_tokens=budget, token_counter=recorder)
+            trim_history(history, max_tokens=budget, token_counter=recorder).messages
 
     @MANY
     @given(
@@ -201,7 +203,7 @@ class TestNoteProperties:
         self, history: list[BaseMessage], turns: list[str], budget: int, start_on: StartOn
     ) -> None:
         """Trim, append a turn, trim again: a SystemMessage first is always the original one."""
-        node = TrimNode(budget, token_counter=len, start_on=start_on)
+        node = TrimNode(max_tokens=budget, token_counter=len, start_on=start_on)
         first = history[0] if history and isinstance(history[0], SystemMessage) else None
         state = list(history)
         for turn, kind in enumerate([*turns, "human"]):
@@ -228,7 +230,7 @@ class TestTrimNodeProperties:
         self, history: list[BaseMessage], budget: int, start_on: StartOn
     ) -> None:
         """Applied by add_messages the update yields trim_history's result; a re-run is {}."""
-        node = TrimNode(budget, token_counter=len, start_on=start_on)
+        node = TrimNode(max_tokens=budget, token_counter=len, start_on=start_on)
         try:
             update = node({"messages": history})
         except BudgetExceededError:
@@ -236,7 +238,9 @@ class TestTrimNodeProperties:
         removals = update.get("messages", [])
         assert {m.id for m in removals} <= {m.id for m in history}
         state = add_messages(history, removals)  # type: ignore[arg-type]
-        expected = trim_history(history, max_tokens=budget, token_counter=len, start_on=start_on)
+        expected = trim_history(
+            history, max_tokens=budget, token_counter=len, start_on=start_on
+        ).messages
         assert ids(state) == ids(expected)  # type: ignore[arg-type]
         check_trim(history, state, budget, len, start_on)  # type: ignore[arg-type]
         assert node({"messages": state}) == {}

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
-from langgraph_stm import group_units, repair_history, validate_history
-from langgraph_stm._units import _Scanner
+from langgraph_stm import repair_history, validate_history
+from langgraph_stm._units import _Scanner, group_units
 from tests.support.trim_helpers import histories, human, ids, result
 
 MANY = settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -57,11 +57,11 @@ class TestRepairProperties:
         self, history: list[BaseMessage]
     ) -> None:
         """After the updates the history validates, and survivors keep ids and order."""
-        updates = repair_history(history)
+        updates = list(repair_history(history).updates)
         fixed = cast(list[BaseMessage], add_messages(cast(Any, history), cast(Any, updates)))
         assert validate_history(fixed) == []
-        assert repair_history(fixed) == []
-        assert updates == repair_history(history)
+        assert list(repair_history(fixed).updates) == []
+        assert updates == list(repair_history(history).updates)
         original = {id(m) for m in history}
         survivors = [m for m in fixed if id(m) in original]
         non_tool = [m for m in history if not isinstance(m, ToolMessage)]

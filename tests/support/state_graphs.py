@@ -11,7 +11,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from langgraph_stm import STMState, remove_record
+from langgraph_stm import STMState
+from langgraph_stm.state import remove_record
 
 
 class TaskState(STMState, total=False):

@@ -118,10 +118,10 @@ def approval_graph(
     model: ScriptedChatModel, checkpointer: BaseCheckpointSaver[Any] | None
 ) -> CompiledStateGraph[Any]:
     """One node: summarize the history, then ask for approval of the pending call."""
-    summarize = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+    summarize = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
 
     async def summarize_then_approve(state: STMState) -> dict[str, Any]:
-        update = await summarize.acall(state)
+        update = await summarize.ainvoke(state)
         pending = state["messages"][-1]
         assert isinstance(pending, AIMessage)
         call = pending.tool_calls[0]

@@ -95,7 +95,7 @@ def build_graph(
     """Build the approval graph in ``layout`` (see the module docstring)."""
     builder = StateGraph(STMState)
     builder.add_node("agent", agent)
-    builder.add_node("trim", TrimNode(MAX_TOKENS, token_counter=COUNTER))
+    builder.add_node("trim", TrimNode(max_tokens=MAX_TOKENS, token_counter=COUNTER))
     builder.add_node("tools", tools)
     builder.add_edge(START, "agent")
     builder.add_edge("tools", "agent")

@@ -14,7 +14,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langgraph_stm import group_units, validate_history
+from langgraph_stm import validate_history
+from langgraph_stm._units import group_units
 
 
 def human(message_id: str, text: str = "question") -> HumanMessage:

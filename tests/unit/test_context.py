@@ -1,4 +1,4 @@
-"""build_context, plan_context, render_state_block and ContextHook."""
+"""build_context, render_state_block and ContextNode."""
 
 from __future__ import annotations
 
@@ -11,19 +11,20 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from langgraph_stm import (
-    BudgetExceededError,
-    ContextHook,
-    InvalidArgumentError,
-    InvalidMessageError,
+    ContextNode,
     STMState,
     TokenCounter,
-    ToolPairError,
     TrimNode,
     build_context,
-    plan_context,
-    render_state_block,
-    synthetic_result_id,
     validate_history,
+)
+from langgraph_stm._context import render_state_block
+from langgraph_stm._units import synthetic_result_id
+from langgraph_stm.errors import (
+    BudgetExceededError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    ToolPairError,
 )
 from tests.support.trim_helpers import ai, call, human, ids, result, system
 
@@ -152,28 +153,30 @@ class TestBuildContext:
 
     def test_system_prompt_and_leading_system_message_merge_into_one(self) -> None:
         """One SystemMessage, first, holding the prompt then the state's system message."""
-        context = build_context(full_state(), max_tokens=10_000, system_prompt="Be brief.")
+        context = build_context(full_state(), max_tokens=10_000, system_prompt="Be brief.").messages
         systems = [m for m in context if isinstance(m, SystemMessage)]
         assert systems == [context[0]]
         assert context[0].content == "Be brief.\n\nYou are careful."
 
     def test_block_is_the_first_human_message(self) -> None:
         """The structured state goes in a HumanMessage right after the system message."""
-        context = build_context(full_state(), max_tokens=10_000)
+        context = build_context(full_state(), max_tokens=10_000).messages
         assert isinstance(context[1], HumanMessage)
         assert context[1].id == "stm-context"
         assert "Goal: migrate billing to v2" in str(context[1].content)
 
     def test_tool_output_never_enters_the_system_message(self) -> None:
         """ToolMessage content stays a ToolMessage, out of the system instructions."""
-        context = build_context(full_state(), max_tokens=10_000, system_prompt="Be brief.")
+        context = build_context(full_state(), max_tokens=10_000, system_prompt="Be brief.").messages
         assert "wire 1M EUR" not in str(context[0].content)
         assert any(m.type == "tool" and "wire 1M EUR" in str(m.content) for m in context)
 
     def test_output_satisfies_tool_pair_invariants(self) -> None:
         """Whole units, pending unit last: the output validates."""
         for budget in (60, 80, 120, 10_000):
-            context = build_context(full_state(), max_tokens=budget, token_counter=text_counter)
+            context = build_context(
+                full_state(), max_tokens=budget, token_counter=text_counter
+            ).messages
             assert validate_history(context) == []
 
     def test_fits_the_exact_budget(self) -> None:
@@ -183,15 +186,15 @@ class TestBuildContext:
         more = [human(f"q{i}", "tell me more " * 20) for i in range(30)]
         state["messages"] = state["messages"][:5] + more + state["messages"][5:]
         for budget in (250, 400, 1_000):
-            result = plan_context(state, max_tokens=budget, token_counter=counter)
+            result = build_context(state, max_tokens=budget, token_counter=counter)
             assert result.tokens == counter(list(result.messages)) <= budget
 
     def test_mandatory_parts_survive_a_tight_budget(self) -> None:
         """Structured state, pending unit and latest human message are always present."""
-        required = plan_context(
+        required = build_context(
             full_state(), max_tokens=1, token_counter=text_counter, on_overflow="keep_mandatory"
         ).tokens
-        result = plan_context(full_state(), max_tokens=required, token_counter=text_counter)
+        result = build_context(full_state(), max_tokens=required, token_counter=text_counter)
         assert ids(result.messages) == ["s", "stm-context", "h2", "p"]
         block = str(result.messages[1].content)
         for needle in ("Goal:", "no prod writes", "switch traffic", "HTTP 503"):
@@ -201,11 +204,11 @@ class TestBuildContext:
         """Summary first, then recent units, then artifact summaries, then older units."""
         state = full_state()
         state["messages"] = [human(f"m{i}", "x" * 40) for i in range(12)]
-        result = plan_context(state, max_tokens=40, token_counter=text_counter, recent_units=3)
+        result = build_context(state, max_tokens=40, token_counter=text_counter, recent_units=3)
         assert result.included_summary
         assert result.included_artifact_ids == ("ar1",)
         assert ids(result.messages) == ["stm-context", "m9", "m10", "m11"]  # not m8, m7
-        tight = plan_context(state, max_tokens=32, token_counter=text_counter, recent_units=3)
+        tight = build_context(state, max_tokens=32, token_counter=text_counter, recent_units=3)
         assert tight.included_summary
         assert tight.included_artifact_ids == ()
         assert ids(tight.messages) == ["stm-context", "m10", "m11"]
@@ -213,7 +216,7 @@ class TestBuildContext:
     def test_mid_history_system_message_becomes_human(self) -> None:
         """Only index 0 may be a SystemMessage; later ones keep id and content as human."""
         state = {"messages": [human("h1"), system("note", "remember EU"), human("h2")]}
-        context = build_context(state, max_tokens=100, token_counter=len)
+        context = build_context(state, max_tokens=100, token_counter=len).messages
         assert [type(m).__name__ for m in context] == ["HumanMessage"] * 3
         assert context[1].id == "note"
         assert context[1].content == "remember EU"
@@ -228,7 +231,7 @@ class TestBuildContext:
                 "constraints": ["never refund to a new card"],
             },
         }
-        context = build_context(state, max_tokens=500, system_prompt="Be brief.")
+        context = build_context(state, max_tokens=500, system_prompt="Be brief.").messages
         assert ids(context) == ["stm-system", "stm-context", "h1"]
         assert isinstance(context[1], HumanMessage)
         assert "- never refund to a new card" in str(context[1].content)
@@ -238,10 +241,10 @@ class TestBuildContext:
         """The structured fields come and go with the summary, within the budget."""
         state: dict[str, Any] = {"messages": [human(f"m{i}", "x" * 40) for i in range(6)]}
         state["summary"] = dict(STRUCTURED_SUMMARY)
-        roomy = plan_context(state, max_tokens=60, token_counter=text_counter)
+        roomy = build_context(state, max_tokens=60, token_counter=text_counter)
         assert roomy.included_summary
         assert "which card?" in str(roomy.messages[0].content)
-        tight = plan_context(state, max_tokens=8, token_counter=text_counter)
+        tight = build_context(state, max_tokens=8, token_counter=text_counter)
         assert not tight.included_summary
         assert tight.tokens <= 8
 
@@ -251,9 +254,13 @@ class TestBuildContext:
         history.append(human("h2"))
         state = add_messages(
             history,
-            TrimNode(3, token_counter=len, start_on="any")({"messages": history})["messages"],
+            TrimNode(max_tokens=3, token_counter=len, start_on="any")({"messages": history})[
+                "messages"
+            ],
         )
-        context = build_context({"messages": state}, max_tokens=100, system_prompt="Be kind.")
+        context = build_context(
+            {"messages": state}, max_tokens=100, system_prompt="Be kind."
+        ).messages
         systems = [m for m in context if isinstance(m, SystemMessage)]
         assert [m.content for m in systems] == ["Be kind."]
 
@@ -264,21 +271,27 @@ class TestBuildContext:
             return 10 + len(messages)
 
         state = {"messages": [human(f"h{i}") for i in range(8)]}
-        result = plan_context(state, max_tokens=15, token_counter=counter)
+        result = build_context(state, max_tokens=15, token_counter=counter)
         assert result.tokens == 15
         assert ids(result.messages) == ["h3", "h4", "h5", "h6", "h7"]
 
     @pytest.mark.parametrize("budget", [1, 2, 3])
     def test_empty_state_with_a_tiny_budget_is_an_empty_context(self, budget: int) -> None:
         """Nothing to send: no error for the counter's per-call overhead."""
-        result = plan_context({"messages": []}, max_tokens=budget)
-        assert (result.messages, result.tokens, result.over_budget) == ((), 0, False)
+        result = build_context({"messages": []}, max_tokens=budget)
+        assert (result.messages, result.tokens, result.over_budget) == ([], 0, False)
 
     def test_without_block_the_window_starts_at_a_human_message(self) -> None:
         """With no structured state, start_on='human' applies to the window."""
         state = {"messages": [human("h1"), ai("a1"), human("h2"), ai("a2"), ai("a3")]}
-        assert ids(build_context(state, max_tokens=4, token_counter=len)) == ["h2", "a2", "a3"]
-        assert ids(build_context(state, max_tokens=4, token_counter=len, start_on="any")) == [
+        assert ids(build_context(state, max_tokens=4, token_counter=len).messages) == [
+            "h2",
+            "a2",
+            "a3",
+        ]
+        assert ids(
+            build_context(state, max_tokens=4, token_counter=len, start_on="any").messages
+        ) == [
             "a1",
             "h2",
             "a2",
@@ -289,14 +302,16 @@ class TestBuildContext:
         """Building the context leaves every field of the state as it was."""
         state = full_state()
         before = copy.deepcopy(state)
-        build_context(state, max_tokens=50, token_counter=text_counter, system_prompt="P")
+        build_context(state, max_tokens=50, token_counter=text_counter, system_prompt="P").messages
         assert state == before
 
     def test_repair_option_repairs_the_context_only(self) -> None:
         """on_invalid='repair' answers a dangling call in the context; the state is unchanged."""
         state = {"messages": [human("h1"), call("a1", "x"), human("h2")]}
         before = copy.deepcopy(state)
-        context = build_context(state, max_tokens=100, token_counter=len, on_invalid="repair")
+        context = build_context(
+            state, max_tokens=100, token_counter=len, on_invalid="repair"
+        ).messages
         assert ids(context) == ["h1", "a1", synthetic_result_id("a1", "x"), "h2"]
         assert state == before
 
@@ -307,7 +322,7 @@ class TestBuildContext:
             messages = [human("h1")]  # noqa: RUF012
             goal = "greet"
 
-        assert ids(build_context(State(), max_tokens=10, token_counter=len)) == [
+        assert ids(build_context(State(), max_tokens=10, token_counter=len).messages) == [
             "stm-context",
             "h1",
         ]
@@ -319,12 +334,12 @@ class TestBuildContextErrors:
     def test_mandatory_over_budget_raises(self) -> None:
         """A budget below the mandatory part raises BudgetExceededError."""
         with pytest.raises(BudgetExceededError, match="mandatory context") as info:
-            build_context(full_state(), max_tokens=5, token_counter=text_counter)
+            build_context(full_state(), max_tokens=5, token_counter=text_counter).messages
         assert info.value.required > 5
 
     def test_keep_mandatory_flags_over_budget(self) -> None:
         """on_overflow='keep_mandatory' returns the mandatory part with a flag."""
-        result = plan_context(
+        result = build_context(
             full_state(), max_tokens=5, token_counter=text_counter, on_overflow="keep_mandatory"
         )
         assert result.over_budget
@@ -333,18 +348,18 @@ class TestBuildContextErrors:
     def test_broken_history_raises_tool_pair_error(self) -> None:
         """An orphan result in state is refused by default."""
         with pytest.raises(ToolPairError, match="t-zz"):
-            build_context({"messages": [human("h1"), result("zz")]}, max_tokens=10)
+            build_context({"messages": [human("h1"), result("zz")]}, max_tokens=10).messages
 
     def test_bad_arguments_raise(self) -> None:
         """max_tokens, recent_units and the messages key are checked."""
         with pytest.raises(InvalidArgumentError):
-            build_context({"messages": []}, max_tokens=0)
+            build_context({"messages": []}, max_tokens=0).messages
         with pytest.raises(InvalidArgumentError, match="recent_units"):
-            build_context({"messages": []}, max_tokens=10, recent_units=-1)
-        with pytest.raises(InvalidMessageError, match="'messages'"):
+            build_context({"messages": []}, max_tokens=10, recent_units=-1).messages
+        with pytest.raises(InvalidArgumentError, match="'messages'"):
             build_context({"chat": []}, max_tokens=10)
         with pytest.raises(InvalidMessageError):
-            build_context({"messages": [{"role": "user"}]}, max_tokens=10)
+            build_context({"messages": [{"role": "user"}]}, max_tokens=10).messages
 
 
 class TestContextHook:
@@ -352,12 +367,13 @@ class TestContextHook:
 
     def test_returns_llm_input_messages(self) -> None:
         """The hook returns the context under llm_input_messages."""
-        hook = ContextHook(10_000, system_prompt="P")
+        hook = ContextNode(max_tokens=10_000, system_prompt="P")
         state = full_state()
         out = hook(state)
         assert list(out) == ["llm_input_messages"]
-        assert out["llm_input_messages"] == build_context(
-            state, max_tokens=10_000, system_prompt="P"
+        assert (
+            out["llm_input_messages"]
+            == build_context(state, max_tokens=10_000, system_prompt="P").messages
         )
 
     def test_usable_inside_an_agent_node(self) -> None:
@@ -365,7 +381,7 @@ class TestContextHook:
         seen: list[list[str | None]] = []
 
         def agent(state: STMState) -> dict[str, Any]:
-            context = build_context(state, max_tokens=4, token_counter=len)
+            context = build_context(state, max_tokens=4, token_counter=len).messages
             seen.append(ids(context))
             return {"messages": [ai(f"r{len(state['messages'])}")]}
 
@@ -378,4 +394,4 @@ class TestContextHook:
     def test_bad_configuration_fails_when_built(self) -> None:
         """Arguments are checked at construction."""
         with pytest.raises(InvalidArgumentError):
-            ContextHook(-1)
+            ContextNode(max_tokens=-1)

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from langgraph_stm import (
+from langgraph_stm import STMError
+from langgraph_stm.errors import StateUpdateError
+from langgraph_stm.state import (
     REMOVE_ALL,
-    StateUpdateError,
-    STMError,
     merge_artifacts,
     merge_constraints,
     merge_plan,

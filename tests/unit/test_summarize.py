@@ -18,19 +18,15 @@ from langchain_core.messages import (
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel
 
-from langgraph_stm import (
+from langgraph_stm import SummarizeNode, TokenCounter, asummarize_history, summarize_history
+from langgraph_stm.errors import (
     InvalidArgumentError,
     InvalidMessageError,
     SummarizationError,
-    SummarizeNode,
-    SummaryDraft,
-    SummaryRequest,
-    TokenCounter,
     ToolPairError,
-    asummarize_history,
-    summarize_history,
-    update_summary,
 )
+from langgraph_stm.state import update_summary
+from langgraph_stm.summarizers import SummaryDraft, SummaryRequest
 from tests.support.models import AsyncOnlyChatModel, ScriptedChatModel, summary_json
 
 
@@ -100,7 +96,7 @@ class TestSummarizeHistory:
         assert result.messages == history
         assert result.summary is previous
         assert not result.summarized
-        assert result.state_update() == {}
+        assert result.update() == {}
 
     def test_oldest_units_are_folded_until_the_rest_fits_keep_tokens(self) -> None:
         """Eviction goes oldest first and stops as soon as the remainder fits."""
@@ -170,7 +166,7 @@ class TestSummarizeHistory:
             "last_message_id": "a7",
             "message_count": 8,
         }
-        assert second.summary["covered_until_message_id"] == "a7"
+        assert second.summary["coverage"]["last_message_id"] == "a7"
 
     def test_incremental_the_summarizer_sees_previous_summary_and_new_units_only(self) -> None:
         """The second call gets the first summary and only the newly evicted messages."""
@@ -220,7 +216,7 @@ class TestSummarizeHistory:
         assert request.plan[0]["status"] == "done"
         assert request.constraints[0]["text"] == "never email external domains"
         assert state == snapshot
-        assert set(result.state_update()) == {"messages", "summary"}
+        assert set(result.update()) == {"messages", "summary"}
 
     def test_summary_text_is_bounded(self) -> None:
         """The stored text never exceeds max_summary_tokens, whatever the summarizer says."""
@@ -362,7 +358,7 @@ class TestSummarizeNode:
     def test_run_twice_on_the_same_state_gives_the_same_update(self) -> None:
         """Same removals and version; the summary reducer keeps the first one applied."""
         model = ScriptedChatModel(script=[summary_json("first 9 turns"), summary_json("again")])
-        node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+        node = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         state = self.state()
         first, second = node(state), node(state)
         assert [m.id for m in first["messages"]] == [m.id for m in second["messages"]]
@@ -384,7 +380,7 @@ class TestSummarizeNode:
     def test_a_failing_model_raises_and_updates_nothing(self) -> None:
         """The model's exception reaches the caller as SummarizationError; no update."""
         model = ScriptedChatModel(script=[ConnectionError("HTTP 502 from provider")])
-        node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+        node = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         state = self.state()
         before = dump(state["messages"])
         with pytest.raises(SummarizationError) as caught:
@@ -393,20 +389,10 @@ class TestSummarizeNode:
         assert dump(state["messages"]) == before
         assert "summary" not in state
 
-    def test_model_and_summarizer_are_exclusive(self) -> None:
-        """One source of summaries: a model or a summarizer."""
-        with pytest.raises(InvalidArgumentError):
-            SummarizeNode(
-                ScriptedChatModel(),
-                summarizer=RecordingSummarizer(),
-                trigger_tokens=2,
-                keep_tokens=1,
-            )
-
     async def test_ainvoke_uses_the_async_model_path(self) -> None:
         """In an async graph the node awaits the model (the sync path is never used)."""
         model = AsyncOnlyChatModel(script=[summary_json("summary")])
-        node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+        node = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         update = await node.ainvoke(self.state())
         assert update["summary"]["text"] == "summary"
         assert model.calls == 1
@@ -444,7 +430,7 @@ class TestInsideGraphRuns:
         from langgraph_stm import STMState
 
         model = ScriptedChatModel(script=[summary_json("nine turns"), AssertionError("twice")])
-        node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+        node = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
 
         def summarize_then_ask(state: STMState) -> dict[str, Any]:
             update = node(state)
@@ -480,7 +466,7 @@ class TestInsideGraphRuns:
                 keep_tokens=2,
                 token_counter=len,
             )
-            return result.state_update()
+            return result.update()
 
         graph = StateGraph(STMState).add_node(summarize).add_edge(START, "summarize").compile()
         values = await graph.ainvoke({"messages": chat(6)})
@@ -495,7 +481,7 @@ class TestInsideGraphRuns:
         from langgraph_stm import STMState
 
         model = ScriptedChatModel(script=[summary_json("nine turns")]) if with_model else None
-        node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+        node = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         graph = StateGraph(STMState).add_node(node).add_edge(START, "summarize").compile()
         chunks = list(graph.stream({"messages": chat(12)}, stream_mode="updates"))
         assert [name for chunk in chunks for name in chunk if name != "summarize"] == [
@@ -545,7 +531,9 @@ class TestInsideGraphRuns:
         config: Any = {"configurable": {"thread_id": "jupyter"}}
 
         def build(model: ScriptedChatModel) -> Any:
-            node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+            node = SummarizeNode(
+                summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len
+            )
 
             def summarize_then_ask(state: STMState) -> dict[str, Any]:
                 update = node(state)
@@ -583,7 +571,7 @@ class TestInsideGraphRuns:
         from langgraph_stm import STMState
 
         model = ScriptedChatModel(script=[ConnectionError("HTTP 502"), summary_json("ok")])
-        node = SummarizeNode(model, trigger_tokens=8, keep_tokens=4, token_counter=len)
+        node = SummarizeNode(summarizer=model, trigger_tokens=8, keep_tokens=4, token_counter=len)
         graph = (
             StateGraph(STMState)
             .add_node(node)
@@ -616,7 +604,7 @@ class TestContiguousCoverage:
         assert ids(result.messages) == ["h1", "a1", "a2", "a3", "a4", "a5", "a6"]
         assert result.fits is False  # the protected latest turn blocks further eviction
         assert result.summary is not None
-        assert result.summary["covered_until_message_id"] == "a0"
+        assert result.summary["coverage"]["last_message_id"] == "a0"
         assert result.summary["coverage"] == {
             "first_message_id": "h0",
             "last_message_id": "a0",
@@ -635,7 +623,7 @@ class TestContiguousCoverage:
         assert not result.summarized
         assert result.messages == history
         assert result.fits is False
-        assert result.state_update() == {}
+        assert result.update() == {}
 
     def test_coverage_stays_contiguous_across_summarizations(self) -> None:
         """Each new version extends the covered run right after covered_until_message_id."""
@@ -658,7 +646,7 @@ class TestContiguousCoverage:
             "last_message_id": removed[-1],
             "message_count": len(removed),
         }
-        assert summary["covered_until_message_id"] == removed[-1]
+        assert summary["coverage"]["last_message_id"] == removed[-1]
 
 
 class TestLeadingSystemMessage:

@@ -11,18 +11,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
-from langgraph_stm import (
-    HistoryProblem,
-    InvalidMessageError,
-    ToolPairError,
-    Unit,
-    group_units,
-    repair_history,
-    synthetic_result_id,
-    validate_history,
-)
 from langgraph_stm import _units as units_module
-from langgraph_stm._units import _Scanner
+from langgraph_stm import repair_history, validate_history
+from langgraph_stm._units import _Scanner, group_units, synthetic_result_id
+from langgraph_stm.errors import InvalidMessageError, ToolPairError
+from langgraph_stm.typing import HistoryProblem, Unit
 from tests.support.trim_helpers import ai, call, human, ids, result, system
 
 
@@ -168,12 +161,12 @@ class TestRepairHistory:
 
     def test_valid_history_needs_no_updates(self) -> None:
         """A valid history, pending call included, repairs to []."""
-        assert repair_history([human("h1"), call("a1", "x")]) == []
+        assert list(repair_history([human("h1"), call("a1", "x")]).updates) == []
 
     def test_orphans_and_duplicates_are_removed_by_id(self) -> None:
         """Only RemoveMessage updates when nothing has to be inserted."""
         history = [result("zz"), call("a1", "x"), result("x"), result("x", "t-dup"), ai("a2")]
-        updates = repair_history(history)
+        updates = list(repair_history(history).updates)
         assert all(isinstance(u, RemoveMessage) for u in updates)
         assert ids(updates) == ["t-zz", "t-dup"]
         assert ids(apply(history, updates)) == ["a1", "t-x", "a2"]
@@ -181,7 +174,7 @@ class TestRepairHistory:
     def test_dangling_call_gets_a_synthetic_error_result_after_its_unit(self) -> None:
         """A rejected approval leaves a dangling call; it gets an error result in place."""
         history = [human("h1"), call("a1", "x", "y"), result("x"), human("h2"), ai("a2")]
-        fixed = apply(history, repair_history(history))
+        fixed = apply(history, list(repair_history(history).updates))
         assert ids(fixed) == ["h1", "a1", "t-x", synthetic_result_id("a1", "y"), "h2", "a2"]
         synthetic = fixed[3]
         assert isinstance(synthetic, ToolMessage)
@@ -192,7 +185,7 @@ class TestRepairHistory:
     def test_repair_keeps_every_surviving_message_object(self) -> None:
         """Kept messages are the same objects, in the same order."""
         history = [human("h1"), call("a1", "x"), human("h2")]
-        fixed = apply(history, repair_history(history))
+        fixed = apply(history, list(repair_history(history).updates))
         assert fixed[0] is history[0]
         assert fixed[1] is history[1]
         assert fixed[-1] is history[2]
@@ -200,27 +193,34 @@ class TestRepairHistory:
     def test_misplaced_result_is_moved_next_to_its_call(self) -> None:
         """A real result that arrived late is moved, not discarded."""
         history = [call("a1", "x"), human("h1"), result("x")]
-        updates = repair_history(history)
+        updates = list(repair_history(history).updates)
         assert updates[0] == RemoveMessage(id=REMOVE_ALL_MESSAGES)
         assert ids(apply(history, updates)) == ["a1", "t-x", "h1"]
 
     def test_repair_is_deterministic_and_idempotent(self) -> None:
         """Two repairs produce equal updates, and repairing the result returns []."""
         history = [call("a1", "x"), human("h1"), result("zz")]
-        assert repair_history(history) == repair_history(history)
-        assert repair_history(apply(history, repair_history(history))) == []
+        assert list(repair_history(history).updates) == list(repair_history(history).updates)
+        assert (
+            list(repair_history(apply(history, list(repair_history(history).updates))).updates)
+            == []
+        )
 
     def test_pending_last_unit_is_left_alone(self) -> None:
         """Orphans are removed, but the pending call at the end gets no synthetic result."""
         history = [human("h1"), call("a1", "x", "y"), result("x"), result("zz")]
-        assert ids(apply(history, repair_history(history))) == ["h1", "a1", "t-x"]
+        assert ids(apply(history, list(repair_history(history).updates))) == ["h1", "a1", "t-x"]
 
     def test_unrepairable_histories_raise(self) -> None:
         """Missing ids and reused call ids cannot be fixed without guessing."""
         with pytest.raises(InvalidMessageError, match="has no id"):
-            repair_history([HumanMessage("hi"), result("zz")])
+            list(repair_history([HumanMessage("hi"), result("zz")]).updates)
         with pytest.raises(ToolPairError, match="reuses tool call id"):
-            repair_history([call("a1", "x"), result("x"), call("a2", "x"), result("zz")])
+            list(
+                repair_history(
+                    [call("a1", "x"), result("x"), call("a2", "x"), result("zz")]
+                ).updates
+            )
 
 
 def long_history(turns: int = 100) -> list[Any]:

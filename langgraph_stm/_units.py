@@ -38,7 +38,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_stm._errors import InvalidArgumentError, InvalidMessageError, ToolPairError
@@ -323,6 +329,9 @@ class _Checkpoint:
 
     refs: list[object]
     ids: list[object]
+    pairs: list[object]
+    """:func:`_pair_keys` of ``refs`` when scanned: a tool call edited in place since
+    then (new ids, a call added or removed, a result's ``tool_call_id``) is seen."""
     scanner: _Scanner
 
 
@@ -353,8 +362,27 @@ def _ids(items: list[object]) -> list[object]:
         return list(map(_id_of, items))
 
 
-def _take(items: list[object], ids: list[object]) -> _Checkpoint | None:
-    """Remove and return the cached scan of a prefix of ``items``, if there is one."""
+def _pair_keys(items: list[object]) -> list[object]:
+    """What the tool-pair scan of each item depends on besides its id: an AI message's
+    tool call ids, a ToolMessage's ``tool_call_id`` (one fast pass, no call per item)."""
+    keys: list[object] = []
+    append = keys.append
+    for item in items:
+        if type(item) is HumanMessage:
+            append(None)
+        elif isinstance(item, AIMessage):
+            calls = item.tool_calls
+            append(tuple([call.get("id") for call in calls]) if calls else ())
+        elif isinstance(item, ToolMessage):
+            append(item.tool_call_id)
+        else:
+            append(None)
+    return keys
+
+
+def _take(items: list[object], ids: list[object]) -> tuple[_Checkpoint | None, list[object]]:
+    """Remove and return the cached scan of a prefix of ``items``, if there is one,
+    with the :func:`_pair_keys` of that prefix."""
     size = len(items)
     with _cache_lock:
         for position in range(len(_cache) - 1, -1, -1):
@@ -365,11 +393,13 @@ def _take(items: list[object], ids: list[object]) -> _Checkpoint | None:
                 checkpoint = _cache.pop(position)
                 break
         else:
-            return None
+            return None, []
     n = len(checkpoint.refs)
     if all(map(operator.is_, checkpoint.refs, items[:n])) and checkpoint.ids == ids[:n]:
-        return checkpoint
-    return None  # not a prefix after all: dropped, the new scan replaces it
+        pairs = _pair_keys(items[:n])
+        if checkpoint.pairs == pairs:
+            return checkpoint, pairs
+    return None, []  # not a prefix after all: dropped, the new scan replaces it
 
 
 def _put(checkpoint: _Checkpoint) -> None:
@@ -413,9 +443,9 @@ def _scan(messages: Sequence[object]) -> tuple[list[Unit], list[HistoryProblem]]
     out), so finished runs pin a bounded amount of memory until they are evicted. A
     scan takes its entry out of the cache under a lock and returns a new one after,
     so concurrent scans never share a scanner, and a thread only ever resumes a scan
-    of a prefix of its own list. Messages are treated as immutable, as LangGraph
-    does (an update replaces a message object, never edits it): a ``tool_calls`` or
-    ``tool_call_id`` edited in place on an already-scanned object is not noticed.
+    of a prefix of its own list. A hit also compares what the scan read of each
+    message (its tool call ids, a result's ``tool_call_id``), so a ``tool_calls`` list
+    edited in place on an already-scanned object is scanned again from scratch.
     """
     items = list(messages)
     if len(items) < _MIN_CACHED:
@@ -423,11 +453,12 @@ def _scan(messages: Sequence[object]) -> tuple[list[Unit], list[HistoryProblem]]
         scanner.feed(items)
         return scanner.finish()
     ids = _ids(items)
-    checkpoint = _take(items, ids)
+    checkpoint, pairs = _take(items, ids)
     scanner = checkpoint.scanner if checkpoint is not None else _Scanner()
+    pairs.extend(_pair_keys(items[scanner.count :]))
     scanner.feed(items[scanner.count :])
     result = scanner.finish()
-    _put(_Checkpoint(items, ids, scanner))
+    _put(_Checkpoint(items, ids, pairs, scanner))
     return result
 
 

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from langgraph_stm import _units as units_module
-from langgraph_stm import repair_history, validate_history
+from langgraph_stm import repair_history, trim_history, validate_history
 from langgraph_stm._units import _Scanner, group_units, synthetic_result_id
 from langgraph_stm.errors import InvalidMessageError, ToolPairError
 from langgraph_stm.typing import HistoryProblem, Unit
@@ -262,6 +262,40 @@ class TestScanCache:
         assert [p.kind for p in validate_history(history)] == ["missing_id"]
         history[5].id = "fixed"
         assert validate_history(history) == []
+
+    def test_tool_call_ids_edited_in_place_force_a_full_scan(self) -> None:
+        """An AI message whose tool_calls list is edited in place is scanned again."""
+        history = [*long_history(), call("p", "x"), result("x"), human("after")]
+        assert validate_history(history) == []
+        pending = history[-3]
+        assert isinstance(pending, AIMessage)
+        pending.tool_calls.append({"name": "lookup", "args": {}, "id": "y", "type": "tool_call"})
+        assert kinds(history) == [("dangling_tool_call", "p", "y")]
+        assert validate_history(history) == fresh_problems(history)
+        pending.tool_calls[1]["id"] = "x2"
+        assert kinds(history) == [("dangling_tool_call", "p", "x2")]
+        del pending.tool_calls[1]
+        assert validate_history(history) == []
+
+    def test_a_result_retargeted_in_place_forces_a_full_scan(self) -> None:
+        """A ToolMessage whose tool_call_id is changed in place is scanned again."""
+        history = [*long_history(), call("p", "x"), result("x"), human("after")]
+        assert validate_history(history) == []
+        answer = history[-2]
+        assert isinstance(answer, ToolMessage)
+        answer.tool_call_id = "zz"
+        assert validate_history(history) == fresh_problems(history) != []
+
+    def test_trim_follows_tool_calls_added_in_place(self) -> None:
+        """Trim groups a call edited in place into a pending unit, as a fresh scan would."""
+        history = [*long_history(), call("p", "x"), result("x")]
+        assert trim_history(history, max_tokens=10_000, token_counter=len).messages[-1].id == "t-x"
+        last = history[-2]
+        assert isinstance(last, AIMessage)
+        last.tool_calls.append({"name": "lookup", "args": {}, "id": "y", "type": "tool_call"})
+        kept = trim_history(history, max_tokens=10_000, token_counter=len)
+        assert [m.id for m in kept.messages[-2:]] == ["p", "t-x"]
+        assert group_units(history)[-1].pending
 
     def test_prefix_problems_stay_reported_and_pending_closes_correctly(self) -> None:
         """Extending a scan keeps earlier problems and re-judges the open unit."""

@@ -3,6 +3,10 @@
 Every removal takes the thread lock of its backend (see :mod:`._sqlite` and
 :mod:`._postgres`), so it never runs between a writer's rows and its checkpoint: a row
 that a write is about to reference is never collected, without any grace period.
+
+Deleting a thread also deletes the tool outputs offloaded under its namespace in the
+saver's ``store`` (:mod:`langgraph_stm._offload`), first: if the store fails, the
+thread is still there to delete again.
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langgraph.store.base import BaseStore
+
 from langgraph_stm._errors import InvalidArgumentError
+from langgraph_stm._offload import adelete_offloaded, delete_offloaded
 from langgraph_stm.checkpoint._inner import SQLITE_KEEP_LATEST, SQLITE_TABLES
 from langgraph_stm.checkpoint._saver import SaverCore, bridged
 from langgraph_stm.checkpoint._tables import (
@@ -47,6 +54,9 @@ def _sqlite_keep_latest(thread_ids: Sequence[str]) -> Plan:
 class Maintenance(SaverCore):
     """``delete_thread``, ``prune`` and ``vacuum`` with their async twins."""
 
+    store: BaseStore | None = None
+    """The graph's LangGraph store, whose offloaded tool outputs are deleted with a thread."""
+
     def _vacuum_plans(self, thread_ids: Sequence[str]) -> list[Plan]:
         plans: list[Plan] = []
         for thread_id in thread_ids:
@@ -76,10 +86,16 @@ class Maintenance(SaverCore):
     # -- delete --------------------------------------------------------------------------
     @bridged("adelete_thread")
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's checkpoints and every row of ours, all or nothing."""
+        """Delete the thread's checkpoints and every row of ours, all or nothing.
+
+        With a ``store``, the tool outputs offloaded in the thread go first.
+        """
         self._delete([str(thread_id)])
 
     def _delete(self, ids: list[str]) -> None:
+        if self.store is not None:
+            for t in ids:
+                delete_offloaded(self.store, t)
         inner = self._tables.in_database
         self._sync_driver().write(delete_plan(self._tables.dialect, ids, inner=inner))
         for t in ids:
@@ -91,6 +107,9 @@ class Maintenance(SaverCore):
         await self._adelete([str(thread_id)])
 
     async def _adelete(self, ids: list[str]) -> None:
+        if self.store is not None:
+            for t in ids:
+                await adelete_offloaded(self.store, t)
         inner = self._tables.in_database
         await self._awrite(delete_plan(self._tables.dialect, ids, inner=inner))
         for t in ids:

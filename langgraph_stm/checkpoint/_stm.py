@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
+from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm.checkpoint._index import ThreadIndex
 
 __all__ = ["STMSaver"]
@@ -38,6 +40,12 @@ class STMSaver(ThreadIndex):
       :class:`~langgraph_stm.StateUpdateError` before anything is stored
       (``validate_writes=False`` turns it off for graphs that use these channel names
       for other shapes); messages written without an id get a stable one.
+    - **Offloaded outputs**: a checkpointer never sees the graph's store, so the saver
+      is told of it: ``STMSaver(inner, store=store)`` (or ``STMSaver.from_sqlite(path,
+      store=store)``, any constructor), with the same LangGraph ``BaseStore`` passed to
+      ``graph.compile(store=store)``. :meth:`delete_thread` and
+      ``prune(..., strategy="delete")`` then also delete the tool outputs
+      :class:`~langgraph_stm._offload.Offloader` put in the thread's namespace.
 
     Supported inner savers: ``InMemorySaver``, ``SqliteSaver``, ``AsyncSqliteSaver``,
     ``PostgresSaver`` and ``AsyncPostgresSaver``. Any other saver is wrapped with the
@@ -60,6 +68,17 @@ class STMSaver(ThreadIndex):
         >>> state.goal, state.message_count
         ('ship v2', 2)
     """
+
+    def __init__(
+        self, inner: BaseCheckpointSaver[Any], /, *, store: BaseStore | None = None, **options: Any
+    ) -> None:
+        if store is not None and not isinstance(store, BaseStore):
+            raise InvalidArgumentError(
+                "STMSaver(store=...) takes the LangGraph BaseStore the graph is compiled "
+                f"with, got {type(store).__name__}"
+            )
+        super().__init__(inner, **options)
+        self.store = store
 
     @classmethod
     def wrap(cls, inner: BaseCheckpointSaver[Any], /, **options: Any) -> STMSaver:

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+from langchain_core.exceptions import ModelAPIError, ModelRateLimitError
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables.retry import ExponentialJitterParams
 
-from langgraph_stm import (
+from langgraph_stm import SummarizeNode, TokenCounter
+from langgraph_stm._summarizers import EXPECTED_KEYS, parse_draft
+from langgraph_stm.errors import InvalidArgumentError, SummarizationError
+from langgraph_stm.summarizers import (
     ChatModelSummarizer,
     ExtractiveSummarizer,
-    InvalidArgumentError,
-    SummarizationError,
     Summarizer,
     SummaryRequest,
-    TokenCounter,
 )
-from langgraph_stm._summarizers import parse_draft
-from tests.support.models import ScriptedChatModel, summary_json
+from tests.support.models import ScriptedChatModel, ToolCallingChatModel, summary_json
 
 COUNT = TokenCounter().count_text
 
@@ -294,3 +299,225 @@ class TestChatModelSummarizer:
             len,
         )
         assert (draft.text, draft.constraints) == ("t", ())
+
+
+DRAFT: dict[str, Any] = json.loads(VALID)
+NO_WAIT: ExponentialJitterParams = {"max": 0.0, "jitter": 0.0}
+
+
+def bad_draft(**fields: Any) -> dict[str, Any]:
+    return {**DRAFT, **fields}
+
+
+def request() -> SummaryRequest:
+    return TestChatModelSummarizer().request()
+
+
+class TestStructuredOutputPath:
+    def test_a_tool_calling_model_is_asked_for_the_schema(self) -> None:
+        """With tool calling, the model gets the SummaryDraft tool, not a JSON prompt."""
+        model = ToolCallingChatModel(script=[DRAFT])
+        summarizer = ChatModelSummarizer(model)
+        draft = summarizer.summarize(request())
+        assert summarizer.structured
+        assert draft.text == DRAFT["text"]
+        assert draft.constraints == ("Never email external domains.",)
+        (tool,) = model.options[0]["tools"]
+        assert tool["function"]["name"] == "SummaryDraft"
+        assert tool["function"]["parameters"]["required"] == list(EXPECTED_KEYS)
+        assert model.options[0]["tool_choice"] == "any"
+        system, body = model.prompts[0]
+        assert "JSON" not in system.text
+        assert "at most 100 tokens" in system.text
+        assert body.text.endswith("Answer with the SummaryDraft structure only.")
+        assert model.calls == 1
+
+    def test_a_json_text_answer_is_not_parsed_there(self) -> None:
+        """A valid JSON text without the tool call is invalid: structured output is the path."""
+        model = ToolCallingChatModel(script=[VALID, bad_draft(text="from the tool call")])
+        draft = ChatModelSummarizer(model).summarize(request())
+        assert draft.text == "from the tool call"
+        assert model.calls == 2
+
+    def test_a_bad_structured_answer_is_asked_again_then_accepted(self) -> None:
+        """LangChain's retry replays the same request until the answer is valid."""
+        model = ToolCallingChatModel(script=[bad_draft(text=3), bad_draft(goal=7), DRAFT])
+        draft = ChatModelSummarizer(model, max_retries=2).summarize(request())
+        assert draft.goal == "migrate billing to v2"
+        assert model.calls == 3
+        assert model.prompts[0] == model.prompts[1] == model.prompts[2]
+        assert all(options["tools"] for options in model.options)
+
+    @pytest.mark.parametrize(
+        ("answer", "problem"),
+        [
+            ({"text": "ok", "goal": None}, "missing key(s): 'constraints'"),
+            (bad_draft(text="word " * 300), "more than the bound of 100"),
+            (bad_draft(constraints="not a list"), "'constraints' must be a list of strings"),
+            ("Sure! Here is the summary.", "did not fill the SummaryDraft structure"),
+            (
+                AIMessage("", tool_calls=[{"name": "other", "args": DRAFT, "id": "x"}]),
+                "did not fill the SummaryDraft structure",
+            ),
+            (
+                AIMessage(
+                    "",
+                    additional_kwargs={
+                        "tool_calls": [
+                            {
+                                "id": "x",
+                                "type": "function",
+                                "function": {"name": "SummaryDraft", "arguments": "{not json"},
+                            }
+                        ]
+                    },
+                ),
+                "could not be parsed (OutputParserException)",
+            ),
+        ],
+    )
+    def test_an_answer_that_stays_invalid_raises(self, answer: object, problem: str) -> None:
+        """After max_retries + 1 attempts: SummarizationError naming the last problem."""
+        model = ToolCallingChatModel(script=[answer])
+        with pytest.raises(SummarizationError, match="no valid answer in 3 attempts") as caught:
+            ChatModelSummarizer(model, max_retries=2).summarize(request())
+        assert problem in str(caught.value)
+        assert "unchanged" in str(caught.value)
+        assert model.calls == 3
+
+    def test_a_raising_model_is_wrapped_at_once(self) -> None:
+        """An exception that is not transient is not retried; it is the error's cause."""
+        boom = TimeoutError("read timed out")
+        model = ToolCallingChatModel(script=[boom, DRAFT])
+        with pytest.raises(SummarizationError, match="raised TimeoutError") as caught:
+            ChatModelSummarizer(model).summarize(request())
+        assert caught.value.__cause__ is boom
+        assert model.calls == 1
+
+    async def test_async_path_retries_and_gives_up_too(self) -> None:
+        """asummarize takes the structured path, retries, and raises after the attempts."""
+        model = ToolCallingChatModel(script=["nope", DRAFT])
+        draft = await ChatModelSummarizer(model).asummarize(request())
+        assert (draft.goal, model.calls) == ("migrate billing to v2", 2)
+        stuck = ToolCallingChatModel(script=["nope"])
+        with pytest.raises(SummarizationError, match="no valid answer in 2 attempts"):
+            await ChatModelSummarizer(stuck, max_retries=1).asummarize(request())
+        assert stuck.calls == 2
+
+    def test_a_failure_in_a_node_changes_nothing(self) -> None:
+        """Invalid structured answers end in SummarizationError and no state update."""
+        model = ToolCallingChatModel(script=["I cannot summarize this."])
+        node = SummarizeNode(
+            summarizer=ChatModelSummarizer(model),
+            trigger_tokens=8,
+            keep_tokens=4,
+            token_counter=len,
+        )
+        turns = [
+            (HumanMessage(f"ask {i}", id=f"h{i}"), AIMessage(f"done {i}", id=f"a{i}"))
+            for i in range(6)
+        ]
+        state: dict[str, Any] = {"messages": [m for turn in turns for m in turn]}
+        before = [m.model_dump() for m in state["messages"]]
+        with pytest.raises(SummarizationError):
+            node(state)
+        assert [m.model_dump() for m in state["messages"]] == before
+        assert "summary" not in state
+        assert model.calls == 3
+
+    def test_structured_false_keeps_the_json_prompt(self) -> None:
+        """structured=False asks a tool-calling model for JSON text, with no tools bound."""
+        model = ToolCallingChatModel(script=[VALID])
+        summarizer = ChatModelSummarizer(model, structured=False)
+        assert not summarizer.structured
+        assert summarizer.summarize(request()).goal == "migrate billing to v2"
+        assert "tools" not in model.options[0]
+        assert "ONE JSON object" in model.prompts[0][0].text
+
+    def test_structured_true_requires_tool_calling(self) -> None:
+        """structured=True with a model without with_structured_output is refused early."""
+        with pytest.raises(InvalidArgumentError, match="with_structured_output"):
+            ChatModelSummarizer(ScriptedChatModel(), structured=True)
+        assert ChatModelSummarizer(ToolCallingChatModel(), structured=True).structured
+
+    @pytest.mark.parametrize("options", [{"structured": "yes"}, {"retry_on": (ValueError, 3)}])
+    def test_bad_options_are_an_invalid_argument(self, options: dict[str, Any]) -> None:
+        """structured is None/True/False; retry_on a tuple of Exception subclasses."""
+        with pytest.raises(InvalidArgumentError, match=next(iter(options))):
+            ChatModelSummarizer(ToolCallingChatModel(), **options)
+
+
+class TestTransientErrors:
+    @pytest.mark.parametrize("structured", [True, False])
+    def test_a_transient_error_is_retried_with_langchains_retry(self, structured: bool) -> None:
+        """Rate limits and 5xx from the provider are retried, on both paths."""
+        answer: object = DRAFT if structured else VALID
+        model = ToolCallingChatModel(script=[ModelRateLimitError("429"), answer])
+        summarizer = ChatModelSummarizer(model, structured=structured, backoff=NO_WAIT)
+        assert summarizer.summarize(request()).goal == "migrate billing to v2"
+        assert model.calls == 2
+
+    async def test_transient_errors_that_persist_raise(self) -> None:
+        """After max_retries + 1 tries the last transient error is the cause."""
+        last = ModelAPIError("HTTP 502")
+        model = ToolCallingChatModel(script=[ModelAPIError("HTTP 500"), last])
+        summarizer = ChatModelSummarizer(model, max_retries=1, backoff=NO_WAIT)
+        with pytest.raises(SummarizationError, match="raised ModelAPIError") as caught:
+            await summarizer.asummarize(request())
+        assert caught.value.__cause__ is last
+        assert model.calls == 2
+
+    def test_retry_on_names_the_transient_errors(self) -> None:
+        """retry_on replaces the default set; () turns transient retries off."""
+        model = ScriptedChatModel(script=[TimeoutError("slow"), VALID])
+        summarizer = ChatModelSummarizer(model, retry_on=(TimeoutError,), backoff=NO_WAIT)
+        assert summarizer.summarize(request()).goal == "migrate billing to v2"
+        off = ToolCallingChatModel(script=[ModelRateLimitError("429"), DRAFT])
+        with pytest.raises(SummarizationError, match="raised ModelRateLimitError"):
+            ChatModelSummarizer(off, retry_on=()).summarize(request())
+        assert off.calls == 1
+
+
+def fake(answers: list[str]) -> GenericFakeChatModel:
+    return GenericFakeChatModel(messages=iter(answers))
+
+
+class TestJsonPromptFallback:
+    def test_a_model_without_tool_calling_gets_the_json_prompt(self) -> None:
+        """GenericFakeChatModel has no bind_tools: the own JSON parser is used."""
+        summarizer = ChatModelSummarizer(fake([VALID]))
+        assert not summarizer.structured
+        assert "ONE JSON object" in summarizer.prompt(request())[0].text
+        assert summarizer.summarize(request()).goal == "migrate billing to v2"
+
+    async def test_invalid_answers_are_sent_back_sync_and_async(self) -> None:
+        """The fallback retries with the problem, on both drivers, then gives up."""
+        answers = ["Sure!", '{"text": "ok"}', VALID]
+        sync = ChatModelSummarizer(fake(answers)).summarize(request())
+        asynchronous = await ChatModelSummarizer(fake(answers)).asummarize(request())
+        assert sync == asynchronous
+        assert sync.goal == "migrate billing to v2"
+        with pytest.raises(SummarizationError, match="no valid answer in 2 attempts"):
+            await ChatModelSummarizer(fake(["a", "b"]), max_retries=1).asummarize(request())
+
+
+MODELS: dict[str, Callable[[], BaseChatModel]] = {
+    "structured": lambda: ToolCallingChatModel(script=["nope", bad_draft(text=""), DRAFT]),
+    "json prompt": lambda: ScriptedChatModel(script=["nope", '{"text": ""}', VALID]),
+    "generic fake": lambda: fake(["nope", '{"text": ""}', VALID]),
+}
+
+
+class TestOneLogicForSyncAndAsync:
+    @pytest.mark.parametrize("kind", list(MODELS))
+    async def test_sync_and_async_give_identical_drafts(self, kind: str) -> None:
+        """The same script gives the same draft after the same attempts, on both paths."""
+        sync_model, async_model = MODELS[kind](), MODELS[kind]()
+        sync = ChatModelSummarizer(sync_model).summarize(request())
+        asynchronous = await ChatModelSummarizer(async_model).asummarize(request())
+        assert sync == asynchronous
+        assert sync.errors == ("billing_api 503; retried with backoff",)
+        if isinstance(sync_model, ScriptedChatModel) and isinstance(async_model, ScriptedChatModel):
+            texts = [[m.text for m in prompt] for prompt in sync_model.prompts]
+            assert texts == [[m.text for m in prompt] for prompt in async_model.prompts]
+            assert sync_model.calls == 3

@@ -53,7 +53,7 @@ def history(n: int, seed: int = 7) -> list[BaseMessage]:
 
 def load_time(name: str) -> float:
     code = (
-        "import time; t=time.perf_counter(); from langgraph_stm import load_encoding; "
+        "import time; t=time.perf_counter(); from langgraph_stm._tokens import load_encoding; "
         f"import langgraph_stm; t=time.perf_counter(); load_encoding({name!r}); "
         "print(time.perf_counter()-t)"
     )

@@ -146,7 +146,7 @@ def main() -> None:
         ours_counter = TokenCounter(encoding="o200k_base")
         cold_history, _ = make_history(size)
         start = time.perf_counter()
-        trim_history(cold_history, max_tokens=BUDGET, token_counter=ours_counter).messages
+        trim_history(cold_history, max_tokens=BUDGET, token_counter=ours_counter)
         cold_ms = (time.perf_counter() - start) * 1000
 
         def ours(h: list[BaseMessage], counter: TokenCounter = ours_counter) -> list[BaseMessage]:

@@ -3,7 +3,8 @@
 The top level holds what agents use: the state, the saver, the token counter, and
 per feature one function, its result and one node (trim, summarize, context,
 approval, repair). Records and reducers are in :mod:`langgraph_stm.state`,
-summarizers in :mod:`langgraph_stm.summarizers`, errors in :mod:`langgraph_stm.errors`
+summarizers in :mod:`langgraph_stm.summarizers`, approval decisions and the offload
+of large tool outputs in :mod:`langgraph_stm.tools`, errors in :mod:`langgraph_stm.errors`
 and type aliases in :mod:`langgraph_stm.typing`. The ``_modules`` are private.
 
 Example:
@@ -12,6 +13,7 @@ Example:
     True
 """
 
+from langgraph_stm._approval import ApprovalToolNode
 from langgraph_stm._context import ContextNode, ContextResult, build_context
 from langgraph_stm._errors import STMError
 from langgraph_stm._state import STMState
@@ -28,6 +30,7 @@ from langgraph_stm._version import __version__
 from langgraph_stm.checkpoint import STMSaver, ThreadState
 
 __all__ = [
+    "ApprovalToolNode",
     "ContextNode",
     "ContextResult",
     "RepairResult",

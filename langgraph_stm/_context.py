@@ -85,7 +85,15 @@ from langgraph_stm._policy import (
     read_state,
     start_at_human,
 )
-from langgraph_stm._state import STM_FIELDS, Artifact, Constraint, ErrorRecord, PlanStep, Summary
+from langgraph_stm._state import (
+    STM_FIELDS,
+    Artifact,
+    Constraint,
+    ErrorRecord,
+    PlanStep,
+    Summary,
+    check_state_values,
+)
 from langgraph_stm._tokens import TokenCounterLike
 from langgraph_stm._units import group_units
 
@@ -332,6 +340,7 @@ def build_context(
     )
     meter = Meter(token_counter)
     state = read_state(state, "build_context", (messages_key, *STM_FIELDS))
+    check_state_values(state)
     source = messages_of(state, messages_key, "build_context")
     working, _ = prepare(source, on_invalid)
     units = group_units(working)

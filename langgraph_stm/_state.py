@@ -47,6 +47,7 @@ from typing_extensions import TypedDict
 from langgraph_stm._errors import StateUpdateError
 
 __all__ = [
+    "REDUCED_FIELDS",
     "REMOVE_ALL",
     "STM_FIELDS",
     "SUMMARY_CONTENT_FIELDS",
@@ -62,6 +63,7 @@ __all__ = [
     "STMState",
     "Summary",
     "SummaryCoverage",
+    "check_state_values",
     "merge_artifacts",
     "merge_constraints",
     "merge_plan",
@@ -540,3 +542,41 @@ SUMMARY_CONTENT_FIELDS: tuple[str, ...] = tuple(
     name for name in Summary.__annotations__ if name not in ("version", "coverage")
 )
 """What a summarizer writes into a :class:`Summary` (its text and structured lists)."""
+REDUCED_FIELDS: frozenset[str] = frozenset(_RECORD_CHECKS) | {"last_error", "summary"}
+"""The structured fields whose reducer checks every write (``goal`` is a plain value)."""
+
+_FULL_VALUE: dict[str, Callable[[Any, Any], Any]] = {
+    "plan": merge_plan,
+    "constraints": merge_constraints,
+    "artifacts": merge_artifacts,
+    "last_error": set_last_error,
+    "summary": update_summary,
+}
+
+
+def check_state_values(state: Mapping[str, Any]) -> None:
+    """Raise :class:`StateUpdateError` if a structured field of ``state`` is malformed.
+
+    For states built by hand (a graph's state went through the reducers already): the
+    list fields must be lists of complete records, ``goal`` a string or ``None``, and
+    ``last_error`` / ``summary`` what their reducers accept.
+
+    Example:
+        >>> check_state_values({"plan": [{"id": "s1", "task": "ship", "status": "done"}]})
+        >>> check_state_values({"plan": "do it"})
+        Traceback (most recent call last):
+        ...
+        langgraph_stm._errors.StateUpdateError: invalid update for plan: the state holds a str, not a list of records
+    """  # noqa: E501
+    goal = state.get("goal")
+    if goal is not None and not isinstance(goal, str):
+        raise StateUpdateError("goal", f"expected a string or None, got {type(goal).__name__}")
+    for field, reducer in _FULL_VALUE.items():
+        value = state.get(field)
+        if value is None:
+            continue
+        if field in _RECORD_CHECKS and not isinstance(value, list | tuple):
+            raise StateUpdateError(
+                field, f"the state holds a {type(value).__name__}, not a list of records"
+            )
+        reducer(None, value)

@@ -24,6 +24,22 @@ Content given as a list of blocks counts each text block's text; an image block 
 flat ``IMAGE_TOKENS`` (85, OpenAI's low-detail cost); any other block counts the tokens
 of its JSON. A ToolMessage's ``tool_call_id`` is not counted (it is not model text).
 
+``json(...)`` is exactly what ``json.dumps(value, ensure_ascii=False, default=str)``
+writes, which is what a provider integration sends:
+
+- a dict key that is an ``int``, ``float``, ``bool`` or ``None`` is written the way JSON
+  writes it (``{1: "x"}`` counts as ``{"1": "x"}``, ``{True: 1}`` as ``{"true": 1}``);
+- a value JSON has no type for (a ``datetime``, a ``UUID``...) counts as its ``str()``;
+- nesting depth is unlimited: a value too deep for ``json.dumps`` (arguments nested
+  thousands of levels) is written by an iterative encoder with the same output;
+- a dict key of any other type (a tuple...) and a circular reference cannot be sent to a
+  provider, so they raise :class:`InvalidMessageError` naming the message id and the
+  tool call or content at fault; so does a message whose fields were mutated into
+  types LangChain does not accept (``content=5``, a tool call name that is not a str).
+
+Bad arguments to :class:`TokenCounter` raise :class:`InvalidArgumentError` (a
+``ValueError``); an unknown model or encoding raises :class:`TokenizerError`.
+
 Counts are cached per message, keyed by the message id and everything the formula
 reads, so a long history is tokenized once and recounting it after one new message
 costs one message. A message whose content changes under the same id is recounted.
@@ -43,6 +59,8 @@ import base64
 import gzip
 import hashlib
 import json
+import math
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -64,7 +82,7 @@ from langchain_core.messages import (
 )
 from tiktoken.model import encoding_name_for_model
 
-from langgraph_stm._errors import InvalidMessageError, TokenizerError
+from langgraph_stm._errors import InvalidArgumentError, InvalidMessageError, TokenizerError
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -234,17 +252,138 @@ def message_role(message: BaseMessage) -> str:
     return message.type
 
 
-def _content_key(content: Any) -> Any:
+# json.dumps(value, ensure_ascii=False, default=str), without re-reading the options
+# on every call. The output is the same byte for byte.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
+
+# Work items of _deep_json: a value to write, text to copy, a container left.
+_VALUE, _TEXT, _LEAVE = 0, 1, 2
+
+
+def _float_json(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value == math.inf:
+        return "Infinity"
+    if value == -math.inf:
+        return "-Infinity"
+    return float.__repr__(value)
+
+
+def _key_json(key: object) -> str:
+    """Return a dict key as JSON writes it (before quoting), like ``json.dumps``."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return _float_json(key)
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _deep_json(value: Any) -> str:
+    """Return ``json.dumps(value, ensure_ascii=False, default=str)``, at any depth.
+
+    An explicit stack replaces the recursion of ``json``'s encoder; the type checks,
+    their order and the separators are the encoder's, so the output is identical.
+    Raises ``TypeError`` for an unsupported key, ``ValueError`` for a circular reference
+    (the messages are ``json``'s).
+    """
+    parts: list[str] = []
+    stack: list[tuple[int, Any]] = [(_VALUE, value)]
+    open_ids: set[int] = set()  # containers being written, to detect circular references
+    while stack:
+        op, item = stack.pop()
+        if op == _TEXT:
+            parts.append(item)
+        elif op == _LEAVE:
+            open_ids.discard(item)
+        elif item is None:
+            parts.append("null")
+        elif item is True:
+            parts.append("true")
+        elif item is False:
+            parts.append("false")
+        elif isinstance(item, str):
+            parts.append(_encode_str(item))
+        elif isinstance(item, int):
+            parts.append(int.__repr__(item))
+        elif isinstance(item, float):
+            parts.append(_float_json(item))
+        elif isinstance(item, list | tuple | dict):
+            if not item:
+                parts.append("{}" if isinstance(item, dict) else "[]")
+                continue
+            if id(item) in open_ids:
+                raise ValueError("Circular reference detected")
+            open_ids.add(id(item))
+            stack.append((_LEAVE, id(item)))
+            if isinstance(item, dict):
+                parts.append("{")
+                stack.append((_TEXT, "}"))
+                entries = [(_encode_str(_key_json(k)) + ": ", v) for k, v in item.items()]
+                for index in range(len(entries) - 1, -1, -1):
+                    key, member = entries[index]
+                    stack.append((_VALUE, member))
+                    stack.append((_TEXT, ", " + key if index else key))
+            else:
+                parts.append("[")
+                stack.append((_TEXT, "]"))
+                members = list(item)
+                for index in range(len(members) - 1, 0, -1):
+                    stack.append((_VALUE, members[index]))
+                    stack.append((_TEXT, ", "))
+                stack.append((_VALUE, members[0]))
+        else:
+            parts.append(_encode_str(str(item)))
+    return "".join(parts)
+
+
+def _dumps(value: Any) -> str:
+    """Return the JSON a provider receives for ``value`` (see the module docstring)."""
+    try:
+        return _ENCODER.encode(value)
+    except RecursionError:  # deeper than the C encoder goes: same output, no limit
+        return _deep_json(value)
+
+
+def _to_json(value: Any, message: BaseMessage, what: str) -> str:
+    """Return :func:`_dumps` of ``value``; InvalidMessageError if it is not JSON."""
+    try:
+        return _dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(
+            f"message id={message.id!r}: {what} cannot be written as JSON ({exc}); use str, "
+            "int, float, bool or None dict keys and no circular references"
+        ) from exc
+
+
+def _content_key(message: BaseMessage) -> Any:
+    content = message.content
     if isinstance(content, str):
         return content
-    return json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    return _to_json(content, message, "the content")
 
 
 def _tool_calls_key(message: BaseMessage) -> tuple[tuple[str, str], ...]:
     if not isinstance(message, AIMessage) or not message.tool_calls:
         return ()
     return tuple(
-        (call["name"], json.dumps(call["args"], ensure_ascii=False, default=str))
+        (
+            call["name"],
+            _to_json(
+                call["args"],
+                message,
+                f"the arguments of tool call id={call.get('id')!r} ({call['name']!r})",
+            ),
+        )
         for call in message.tool_calls
     )
 
@@ -271,6 +410,10 @@ class TokenCounter:
     is a ``Callable[[list[BaseMessage]], int]``, so it plugs in wherever LangChain or
     LangGraph accept a token counter. It is safe to share between threads.
 
+    Raises :class:`InvalidArgumentError` for both ``model`` and ``encoding``, a name
+    that is not a str or a ``cache_size`` that is not an int ``>= 0``;
+    :class:`TokenizerError` for an unknown model or encoding.
+
     Example:
         >>> from langchain_core.messages import AIMessage, ToolMessage
         >>> counter = TokenCounter(model="gpt-4o")
@@ -288,16 +431,26 @@ class TokenCounter:
         *,
         encoding: str | None = None,
         cache_size: int = 100_000,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if model is not None and encoding is not None:
-            raise ValueError("pass either model= or encoding=, not both")
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+            raise InvalidArgumentError(
+                f"pass either model= or encoding=, not both (got model={model!r}, "
+                f"encoding={encoding!r})"
+            )
+        for argument, value in (("model", model), ("encoding", encoding)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(
+                    f"{argument} must be a str such as 'gpt-4o' or 'o200k_base', got {value!r}"
+                )
+        if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 0:
+            raise InvalidArgumentError(
+                f"cache_size must be an int >= 0 (0 disables the cache), got {cache_size!r}"
+            )
         name = _encoding_for_model(model) if model is not None else encoding or DEFAULT_ENCODING
         self.model = model
         self.encoding_name = name
-        self.encoding = load_encoding(name, data_dir)
+        self.encoding = load_encoding(name, None if data_dir is None else Path(data_dir))
         self._cache: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -316,7 +469,12 @@ class TokenCounter:
         return len(self.encoding.encode_ordinary(text))
 
     def count_message(self, message: BaseMessage) -> int:
-        """Return the tokens of one message, framing included (cached)."""
+        """Return the tokens of one message, framing included (cached).
+
+        Raises :class:`InvalidMessageError` for a value that is not a message, and for
+        content or tool-call arguments that cannot be written as JSON (see the module
+        docstring), naming the message id.
+        """
         if not isinstance(message, BaseMessage):
             raise InvalidMessageError(
                 f"expected a LangChain BaseMessage, got {type(message).__name__}: {message!r:.80}"
@@ -325,7 +483,7 @@ class TokenCounter:
             message.id,
             type(message),
             message_role(message),
-            _content_key(message.content),
+            _content_key(message),
             message.name,
             _tool_calls_key(message),
         )
@@ -335,7 +493,13 @@ class TokenCounter:
                 self._cache.move_to_end(key)
                 self._hits += 1
                 return cached
-        count = self._count_uncached(key[2], message.content, message.name, key[5])
+        try:
+            count = self._count_uncached(key[2], message.content, message.name, key[5])
+        except TypeError as exc:  # a field mutated past LangChain's validation
+            raise InvalidMessageError(
+                f"message id={message.id!r} is malformed ({exc}); build it again with "
+                "LangChain's constructor instead of assigning its fields"
+            ) from exc
         with self._lock:
             self._misses += 1
             if self._cache_size:
@@ -381,7 +545,7 @@ class TokenCounter:
             elif isinstance(block, dict) and block.get("type") in ("image", "image_url"):
                 total += IMAGE_TOKENS
             else:
-                total += self.count_text(json.dumps(block, ensure_ascii=False, default=str))
+                total += self.count_text(_dumps(block))
         return total
 
 

@@ -18,11 +18,11 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_stm._state import validate_update
+from langgraph_stm._state import REDUCED_FIELDS, validate_update
 
 __all__ = ["STM_FIELDS", "checked_writes", "stable_message_id"]
 
-STM_FIELDS = frozenset({"plan", "constraints", "artifacts", "last_error", "summary"})
+STM_FIELDS = REDUCED_FIELDS
 """The STMState channels that ``validate_writes`` checks before storing writes."""
 
 

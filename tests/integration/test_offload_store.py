@@ -15,7 +15,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_stm import STMSaver, STMState, TokenCounter, build_context
-from langgraph_stm._offload import Offloader, offload_namespace, offload_uri
+from langgraph_stm.tools import Offloader, offload_namespace, offload_uri
 
 COUNTER = TokenCounter()
 LOGS = "\n".join(

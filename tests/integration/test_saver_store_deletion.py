@@ -17,8 +17,8 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_stm import STMSaver, STMState
-from langgraph_stm._offload import offload_namespace
 from langgraph_stm.errors import InvalidArgumentError
+from langgraph_stm.tools import offload_namespace
 
 THREADS = ("t1", "t2", "t10")
 OFFLOADS = 230  # more than one search page

@@ -59,6 +59,7 @@ SUBMODULES = {
     "langgraph_stm.state": {"STMState", "PlanStep", "Summary", "merge_plan", "remove_record"},
     "langgraph_stm.summarizers": {"ChatModelSummarizer", "ExtractiveSummarizer", "Summarizer"},
     "langgraph_stm.errors": {"STMError", "ToolPairError", "StorageError"},
+    "langgraph_stm.tools": {"ApprovalToolNode", "Decision", "Offloader", "tool_result_id"},
     "langgraph_stm.typing": {"TokenCounterLike", "SummarizerLike", "OnInvalid", "RepairCause"},
 }
 
@@ -268,7 +269,7 @@ class TestOneSourceForFieldLists:
         from langgraph_stm.checkpoint import _threads
         from langgraph_stm.state import STM_FIELDS, STMState
 
-        assert STM_FIELDS == tuple(k for k in STMState.__annotations__ if k != "messages")
+        assert tuple(k for k in STMState.__annotations__ if k != "messages") == STM_FIELDS
         assert _threads._FIELDS is STM_FIELDS
 
     def test_summary_content_fields_match_the_draft(self) -> None:

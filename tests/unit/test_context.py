@@ -24,6 +24,7 @@ from langgraph_stm.errors import (
     BudgetExceededError,
     InvalidArgumentError,
     InvalidMessageError,
+    StateUpdateError,
     ToolPairError,
 )
 from tests.support.trim_helpers import ai, call, human, ids, result, system
@@ -302,7 +303,7 @@ class TestBuildContext:
         """Building the context leaves every field of the state as it was."""
         state = full_state()
         before = copy.deepcopy(state)
-        build_context(state, max_tokens=50, token_counter=text_counter, system_prompt="P").messages
+        build_context(state, max_tokens=50, token_counter=text_counter, system_prompt="P")
         assert state == before
 
     def test_repair_option_repairs_the_context_only(self) -> None:
@@ -331,10 +332,31 @@ class TestBuildContext:
 class TestBuildContextErrors:
     """Bad input gets a clear STMError subclass."""
 
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("plan", "do it"),
+            ("plan", [{"id": "s1"}]),
+            ("constraints", [{"id": "c1"}]),
+            ("constraints", {"id": "c1", "text": "a dict, not a list"}),
+            ("artifacts", [{"id": "a1", "kind": "file"}]),
+            ("summary", "a string"),
+            ("summary", {"text": "no version"}),
+            ("last_error", {"msg": "no message key"}),
+            ("goal", 42),
+        ],
+    )
+    def test_a_malformed_field_raises_state_update_error(self, field: str, value: Any) -> None:
+        """A hand-built state with a malformed field names the field (no AttributeError)."""
+        state = {"messages": [human("h1")], field: value}
+        with pytest.raises(StateUpdateError) as caught:
+            build_context(state, max_tokens=100, token_counter=len)
+        assert caught.value.field == field
+
     def test_mandatory_over_budget_raises(self) -> None:
         """A budget below the mandatory part raises BudgetExceededError."""
         with pytest.raises(BudgetExceededError, match="mandatory context") as info:
-            build_context(full_state(), max_tokens=5, token_counter=text_counter).messages
+            build_context(full_state(), max_tokens=5, token_counter=text_counter)
         assert info.value.required > 5
 
     def test_keep_mandatory_flags_over_budget(self) -> None:
@@ -348,18 +370,18 @@ class TestBuildContextErrors:
     def test_broken_history_raises_tool_pair_error(self) -> None:
         """An orphan result in state is refused by default."""
         with pytest.raises(ToolPairError, match="t-zz"):
-            build_context({"messages": [human("h1"), result("zz")]}, max_tokens=10).messages
+            build_context({"messages": [human("h1"), result("zz")]}, max_tokens=10)
 
     def test_bad_arguments_raise(self) -> None:
         """max_tokens, recent_units and the messages key are checked."""
         with pytest.raises(InvalidArgumentError):
-            build_context({"messages": []}, max_tokens=0).messages
+            build_context({"messages": []}, max_tokens=0)
         with pytest.raises(InvalidArgumentError, match="recent_units"):
-            build_context({"messages": []}, max_tokens=10, recent_units=-1).messages
+            build_context({"messages": []}, max_tokens=10, recent_units=-1)
         with pytest.raises(InvalidArgumentError, match="'messages'"):
             build_context({"chat": []}, max_tokens=10)
         with pytest.raises(InvalidMessageError):
-            build_context({"messages": [{"role": "user"}]}, max_tokens=10).messages
+            build_context({"messages": [{"role": "user"}]}, max_tokens=10)
 
 
 class TestContextHook:

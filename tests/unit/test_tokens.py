@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import datetime
+import enum
 import gzip
 import hashlib
 import json
@@ -10,10 +13,14 @@ import socket
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tiktoken
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
     ChatMessage,
@@ -23,7 +30,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 
-from langgraph_stm import InvalidMessageError, TokenCounter, TokenizerError, load_encoding
+from langgraph_stm import TokenCounter, _tokens
 from langgraph_stm._tokens import (
     _SPECS,
     IMAGE_TOKENS,
@@ -31,6 +38,14 @@ from langgraph_stm._tokens import (
     TOKENS_PER_MESSAGE,
     TOKENS_PER_NAME,
     TOKENS_PER_TOOL_CALL,
+    _deep_json,
+    load_encoding,
+)
+from langgraph_stm.errors import (
+    InvalidArgumentError,
+    InvalidMessageError,
+    STMError,
+    TokenizerError,
 )
 
 SAMPLES = {
@@ -385,3 +400,280 @@ class TestCache:
         assert counter.cache_info().size == 10
         counter.cache_clear()
         assert counter.cache_info() == type(counter.cache_info())(0, 0, 0, 10)
+
+
+def nested(depth: int, leaf: Any = None) -> dict[str, Any]:
+    """``{"a": {"a": ... leaf}}`` with ``depth`` levels, built without recursion."""
+    value: Any = {} if leaf is None else leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value  # type: ignore[no-any-return]
+
+
+def nested_json(depth: int) -> str:
+    """The JSON of ``nested(depth)``, written by hand."""
+    return '{"a": ' * depth + "{}" + "}" * depth
+
+
+def tool_call(args: Any, *, name: str = "search", message_id: str = "a1") -> AIMessage:
+    """An AI message with one tool call ``c1`` of ``name`` with ``args``."""
+    return AIMessage("", id=message_id, tool_calls=[{"name": name, "args": args, "id": "c1"}])
+
+
+def tool_call_cost(counter: TokenCounter, name: str, arguments: str) -> int:
+    """The documented count of an empty AI message with one tool call."""
+    return (
+        TOKENS_PER_MESSAGE
+        + counter.count_text("assistant")
+        + TOKENS_PER_TOOL_CALL
+        + counter.count_text(name)
+        + counter.count_text(arguments)
+    )
+
+
+def json_dumps(value: Any) -> str:
+    """What the module docstring says arguments and other blocks count as."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Tag(str):
+    pass
+
+
+JSON_KEYS = st.one_of(st.text(max_size=5), st.integers(), st.floats(), st.booleans(), st.none())
+JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from([Color.RED, Tag("tag"), datetime.date(2024, 5, 1), uuid.UUID(int=7)]),
+)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=4).map(tuple),
+        st.dictionaries(JSON_KEYS, children, max_size=4),
+    ),
+    max_leaves=25,
+)
+
+
+class TestDeepArguments:
+    """Arguments and content nested at any depth are counted, with json.dumps' output."""
+
+    @pytest.fixture
+    def counter(self) -> TokenCounter:
+        return TokenCounter(encoding="cl100k_base")
+
+    def test_args_nested_5000_levels_count_their_json(self, counter: TokenCounter) -> None:
+        """Tool-call arguments nested 5,000 levels deep count the tokens of their JSON."""
+        message = tool_call(nested(5000))
+        assert counter.count_message(message) == tool_call_cost(
+            counter, "search", nested_json(5000)
+        )
+
+    def test_depth_far_beyond_the_recursion_limit_is_counted(self, counter: TokenCounter) -> None:
+        """No depth limit: arguments 20 times deeper than the recursion limit count too."""
+        depth = sys.getrecursionlimit() * 20
+        message = tool_call(nested(depth))
+        assert counter.count_message(message) == tool_call_cost(
+            counter, "search", nested_json(depth)
+        )
+
+    def test_deep_content_block_counts_its_json(self, counter: TokenCounter) -> None:
+        """A non-text content block nested 5,000 levels deep counts the tokens of its JSON."""
+        block = {"type": "reasoning", "steps": nested(5000)}
+        message = HumanMessage([block], id="h1")
+        expected = TOKENS_PER_MESSAGE + counter.count_text("user")
+        expected += counter.count_text('{"type": "reasoning", "steps": ' + nested_json(5000) + "}")
+        assert counter.count_message(message) == expected
+
+    def test_deep_arguments_are_cached_like_any_other(self, counter: TokenCounter) -> None:
+        """Recounting a deep message is a cache hit with the same count."""
+        message = tool_call(nested(3000))
+        first = counter.count_message(message)
+        assert counter.count_message(message) == first
+        assert (counter.cache_info().hits, counter.cache_info().misses) == (1, 1)
+
+    def test_shallow_arguments_keep_their_counts(self, counter: TokenCounter) -> None:
+        """Ordinary arguments count exactly json.dumps(args, ensure_ascii=False), as before."""
+        args = {"q": "Zürich 计费 🚀", "limit": 5, "filters": [None, True, 1.5], "n": {"x": []}}
+        assert counter.count_message(tool_call(args)) == tool_call_cost(
+            counter, "search", json.dumps(args, ensure_ascii=False)
+        )
+
+    @given(JSON_VALUES)
+    def test_deep_encoder_writes_what_json_dumps_writes(self, value: Any) -> None:
+        """The iterative encoder's output equals json.dumps' for any JSON-like value."""
+        assert _deep_json(value) == json_dumps(value)
+
+    def test_deep_encoder_matches_json_dumps_near_the_recursion_limit(self) -> None:
+        """Just below the depth where json.dumps gives up, both write the same text."""
+        value = [nested(300, leaf=[1.5, float("nan"), {2: "x", None: True}])]
+        assert _deep_json(value) == json_dumps(value)
+
+
+class TestJsonKeys:
+    """Dict keys are written the way json.dumps writes them, or refused by message id."""
+
+    @pytest.fixture
+    def counter(self) -> TokenCounter:
+        return TokenCounter(encoding="cl100k_base")
+
+    def test_int_key_in_a_text_block_is_ignored_like_any_extra_key(
+        self, counter: TokenCounter
+    ) -> None:
+        """A text block with an int key counts its text; the extra key costs nothing."""
+        with_key = HumanMessage([{"type": "text", "text": "hello", 1: "x"}], id="h1")
+        without = HumanMessage([{"type": "text", "text": "hello"}], id="h2")
+        assert counter.count_message(with_key) == counter.count_message(without)
+        bare = HumanMessage([{"type": "text", 1: "x"}], id="h3")
+        assert counter.count_message(bare) == TOKENS_PER_MESSAGE + counter.count_text("user")
+
+    def test_non_str_keys_of_other_blocks_count_as_json_writes_them(
+        self, counter: TokenCounter
+    ) -> None:
+        """Int, float, bool and None keys count as their JSON strings ("1", "true"...)."""
+        block = {"type": "reasoning", 3: "x", 2.5: "y", True: "z", None: "w"}
+        message = HumanMessage([block], id="h1")
+        written = '{"type": "reasoning", "3": "x", "2.5": "y", "true": "z", "null": "w"}'
+        assert json_dumps(block) == written
+        expected = TOKENS_PER_MESSAGE + counter.count_text("user") + counter.count_text(written)
+        assert counter.count_message(message) == expected
+
+    def test_nested_int_keys_in_arguments_count_as_json_writes_them(
+        self, counter: TokenCounter
+    ) -> None:
+        """An int key inside tool-call arguments counts as its quoted JSON string."""
+        message = tool_call({"rows": {1: "first", 2: "second"}})
+        written = '{"rows": {"1": "first", "2": "second"}}'
+        assert counter.count_message(message) == tool_call_cost(counter, "search", written)
+
+    def test_same_blocks_with_reordered_keys_are_each_counted_as_written(
+        self, counter: TokenCounter
+    ) -> None:
+        """Under one id, a block with its keys reordered is recounted, not taken from cache."""
+        first = HumanMessage([{"type": "reasoning", "a": "one two", "b": 3}], id="h1")
+        second = HumanMessage([{"type": "reasoning", "b": 3, "a": "one two"}], id="h1")
+        for message in (first, second):
+            expected = TOKENS_PER_MESSAGE + counter.count_text("user")
+            expected += counter.count_text(json_dumps(message.content[0]))
+            assert counter.count_message(message) == expected
+        assert counter.cache_info().misses == 2
+
+    def test_tuple_key_in_arguments_is_an_error_naming_the_message(
+        self, counter: TokenCounter
+    ) -> None:
+        """A key JSON cannot write raises InvalidMessageError naming message and tool call."""
+        message = tool_call({"grid": {(1, 2): "x"}}, message_id="a7")
+        with pytest.raises(
+            InvalidMessageError, match=r"id='a7'.*tool call id='c1' \('search'\).*not tuple"
+        ):
+            counter.count_message(message)
+
+    def test_tuple_key_in_content_is_an_error_naming_the_message(
+        self, counter: TokenCounter
+    ) -> None:
+        """A content block with a tuple key raises InvalidMessageError naming the message."""
+        message = HumanMessage([{"type": "reasoning", (1, 2): "x"}], id="h7")
+        with pytest.raises(InvalidMessageError, match=r"id='h7'.*content.*not tuple"):
+            counter([message])
+
+    def test_tuple_key_deeper_than_the_recursion_limit_is_the_same_error(
+        self, counter: TokenCounter
+    ) -> None:
+        """The iterative encoder refuses bad keys with the same InvalidMessageError."""
+        message = tool_call(nested(5000, leaf={(1, 2): "x"}), message_id="a8")
+        with pytest.raises(InvalidMessageError, match=r"id='a8'.*not tuple"):
+            counter.count_message(message)
+
+    @pytest.mark.parametrize("depth", [1, 5000])
+    def test_circular_arguments_are_an_error_naming_the_message(
+        self, counter: TokenCounter, depth: int
+    ) -> None:
+        """Arguments that contain themselves (short or long cycle) raise InvalidMessageError."""
+        inner: dict[str, Any] = {}
+        args = nested(depth - 1, leaf=inner)
+        inner["loop"] = args
+        with pytest.raises(InvalidMessageError, match=r"id='a1'.*Circular reference"):
+            counter.count_message(tool_call(args))
+
+
+class TestErrors:
+    """Every error TokenCounter raises on purpose is an STMError with a helpful message."""
+
+    def test_model_and_encoding_together_raise_invalid_argument_error(self) -> None:
+        """Both model= and encoding= is an InvalidArgumentError naming both values."""
+        with pytest.raises(InvalidArgumentError, match=r"not both.*'gpt-4o'.*'cl100k_base'"):
+            TokenCounter(model="gpt-4o", encoding="cl100k_base")
+
+    @pytest.mark.parametrize("cache_size", [-1, 1.5, "10", True, None])
+    def test_bad_cache_size_raises_invalid_argument_error(self, cache_size: Any) -> None:
+        """cache_size must be an int >= 0 (a bool is not a size)."""
+        with pytest.raises(InvalidArgumentError, match="cache_size must be an int >= 0"):
+            TokenCounter(cache_size=cache_size)
+
+    @pytest.mark.parametrize("argument", ["model", "encoding"])
+    def test_non_str_model_or_encoding_raises_invalid_argument_error(self, argument: str) -> None:
+        """A model or encoding that is not a str is an InvalidArgumentError naming it."""
+        with pytest.raises(InvalidArgumentError, match=f"{argument} must be a str"):
+            TokenCounter(**{argument: 4})  # type: ignore[arg-type]
+
+    def test_argument_errors_are_value_errors_and_stm_errors(self) -> None:
+        """InvalidArgumentError is caught by except ValueError and by except STMError."""
+        with pytest.raises(ValueError, match="cache_size") as info:
+            TokenCounter(cache_size=-5)
+        assert isinstance(info.value, STMError)
+
+    def test_zero_cache_size_is_accepted(self) -> None:
+        """cache_size=0 disables the cache; it is not an error."""
+        assert TokenCounter(encoding="cl100k_base", cache_size=0).cache_info().max_size == 0
+
+    def test_data_dir_may_be_a_str(self) -> None:
+        """data_dir accepts a str path as well as a Path."""
+        counter = TokenCounter(encoding="cl100k_base", data_dir=str(DATA_DIR))
+        assert counter.count_text(SAMPLES["english"]) == REFERENCE_COUNTS["cl100k_base"]["english"]
+
+    def test_mutated_content_is_an_invalid_message_error(self) -> None:
+        """Content assigned a type LangChain refuses raises InvalidMessageError naming the id."""
+        message = HumanMessage("hi", id="h5")
+        message.content = 5  # type: ignore[assignment]
+        with pytest.raises(InvalidMessageError, match=r"id='h5' is malformed"):
+            TokenCounter(encoding="cl100k_base").count_message(message)
+
+    def test_mutated_tool_call_name_is_an_invalid_message_error(self) -> None:
+        """A tool call whose name was set to a non-str raises InvalidMessageError."""
+        message = tool_call({"q": "x"}, message_id="a5")
+        message.tool_calls[0]["name"] = None  # type: ignore[typeddict-item]
+        with pytest.raises(InvalidMessageError, match=r"id='a5' is malformed"):
+            TokenCounter(encoding="cl100k_base").count_message(message)
+
+    def test_every_raise_in_the_module_is_an_stm_error(self) -> None:
+        """Each ``raise SomeError(...)`` in _tokens.py raises an STMError subclass.
+
+        The JSON writer's own TypeError/ValueError (the ones json.dumps raises) are the
+        exception: _to_json turns them into InvalidMessageError, as tested above.
+        """
+        internal = {"_key_json", "_deep_json"}
+        tree = ast.parse(Path(_tokens.__file__).read_text(encoding="utf-8"))
+        raised: list[tuple[str, str]] = []
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef) or function.name in internal:
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                    assert isinstance(node.exc.func, ast.Name)
+                    raised.append((function.name, node.exc.func.id))
+        assert raised
+        not_stm = [
+            (where, name)
+            for where, name in raised
+            if not issubclass(getattr(_tokens, name), STMError)
+        ]
+        assert not_stm == []

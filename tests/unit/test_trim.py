@@ -140,7 +140,7 @@ class TestTrimHistory:
     def test_counter_is_handed_only_valid_ordered_lists(self) -> None:
         """Any callable counter only ever sees chronological lists of whole units."""
         recorder = RecordingCounter(len, EXAMPLE)
-        trim_history(EXAMPLE, max_tokens=5, token_counter=recorder).messages
+        trim_history(EXAMPLE, max_tokens=5, token_counter=recorder)
         assert recorder.calls
 
     def test_counter_per_call_overhead_is_charged_once(self) -> None:
@@ -179,41 +179,41 @@ class TestTrimHistoryErrors:
     def test_orphan_result_raises_tool_pair_error(self) -> None:
         """A broken history is refused, naming the message at fault."""
         with pytest.raises(ToolPairError, match="t-zz"):
-            trim_history([human("h1"), result("zz")], max_tokens=10, token_counter=len).messages
+            trim_history([human("h1"), result("zz")], max_tokens=10, token_counter=len)
 
     def test_duplicate_result_raises_tool_pair_error(self) -> None:
         """Two results for one call are refused."""
         history = [call("a1", "x"), result("x"), result("x", "t-dup"), human("h1")]
         with pytest.raises(ToolPairError, match="t-dup"):
-            trim_history(history, max_tokens=10, token_counter=len).messages
+            trim_history(history, max_tokens=10, token_counter=len)
 
     def test_non_messages_raise_invalid_message_error(self) -> None:
         """A dict or string where a message belongs is refused."""
         with pytest.raises(InvalidMessageError):
-            trim_history([human("h1"), "hello"], max_tokens=10, token_counter=len).messages  # type: ignore[list-item]
+            trim_history([human("h1"), "hello"], max_tokens=10, token_counter=len)  # type: ignore[list-item]
         with pytest.raises(InvalidMessageError):
-            trim_history("hello", max_tokens=10, token_counter=len).messages  # type: ignore[arg-type]
+            trim_history("hello", max_tokens=10, token_counter=len)  # type: ignore[arg-type]
 
     @pytest.mark.parametrize("budget", [0, -5, 1.5, True, None])
     def test_non_positive_budget_raises_invalid_argument_error(self, budget: Any) -> None:
         """max_tokens must be a positive int."""
         with pytest.raises(InvalidArgumentError, match="max_tokens"):
-            trim_history(EXAMPLE, max_tokens=budget, token_counter=len).messages
+            trim_history(EXAMPLE, max_tokens=budget, token_counter=len)
 
     def test_unknown_option_raises_invalid_argument_error(self) -> None:
         """An unknown start_on value is named in the error."""
         with pytest.raises(InvalidArgumentError, match="start_on"):
-            trim_history(EXAMPLE, max_tokens=5, token_counter=len, start_on="ai").messages  # type: ignore[arg-type]
+            trim_history(EXAMPLE, max_tokens=5, token_counter=len, start_on="ai")  # type: ignore[arg-type]
 
     def test_bad_counter_result_raises_invalid_argument_error(self) -> None:
         """A counter returning a non-int is reported, not trusted."""
         with pytest.raises(InvalidArgumentError, match="non-negative int"):
-            trim_history(EXAMPLE, max_tokens=5, token_counter=lambda m: "many").messages  # type: ignore[arg-type,return-value]
+            trim_history(EXAMPLE, max_tokens=5, token_counter=lambda m: "many")  # type: ignore[arg-type,return-value]
 
     def test_mandatory_over_budget_raises_budget_exceeded(self) -> None:
         """When system + latest human alone exceed the budget, nothing is silently cut."""
         with pytest.raises(BudgetExceededError) as info:
-            trim_history(EXAMPLE, max_tokens=1, token_counter=len).messages
+            trim_history(EXAMPLE, max_tokens=1, token_counter=len)
         assert (info.value.required, info.value.max_tokens) == (2, 1)
         assert "'s'" in str(info.value)
         assert "'h2'" in str(info.value)

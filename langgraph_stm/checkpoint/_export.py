@@ -1,0 +1,827 @@
+"""Export a thread as a JSON document and import it into an empty thread of any backend.
+
+:class:`ThreadExport` adds ``export_thread`` / ``aexport_thread`` and ``import_thread`` /
+``aimport_thread`` to :class:`~langgraph_stm.checkpoint.STMSaver`. What the document
+holds and how it is checked are pure functions of this module (:func:`build_document`,
+:func:`encode_values`, :func:`validate_document`, :func:`decode_values`,
+:func:`import_checkpoint`), so the format is tested without a database.
+
+The document (``schema`` ``"langgraph-stm.thread"``, ``version`` 1) is JSON data only
+(objects, arrays, strings, finite numbers, booleans, null): ``json.dumps`` writes it and
+``json.loads`` reads it back equal. Its keys:
+
+- ``schema``, ``version``: what this is; :func:`validate_document` refuses any other
+  schema and any version but 1.
+- ``thread_id``: the exported thread; ``exported_at``: when (ISO 8601, UTC).
+- ``checkpoint``: the latest root checkpoint (``checkpoint_ns == ""``) the values come
+  from: ``id``, ``ts`` and ``metadata`` (its JSON-safe top-level entries only).
+- ``checkpoints``: every checkpoint of the thread, every namespace (subgraphs too),
+  root namespace first, oldest first: ``id``, ``ts``, ``parent_id``, ``ns``. Ids and
+  timestamps only, no values.
+- ``values``: the channel values of that latest root checkpoint, ``{channel: value}``.
+  A list of LangChain messages is written with ``langchain_core.messages.messages_to_dict``
+  and its channel is named in ``message_channels``; every other value is written as it
+  is (goal, plan, constraints, artifacts, last_error, summary with its coverage, keys
+  of your own), when it is JSON data that reads back equal.
+- ``message_channels``: the channels of ``values`` that hold messages.
+- ``skipped``: the channels that are not in ``values``, each as ``{"channel", "type",
+  "reason"}``: a value that is not JSON data (a ``datetime``, a ``set``, a tuple, a
+  pydantic model, a ``NaN``, a message whose dump does not read back the same), or a
+  channel the checkpoint holds no value for (a ``DeltaChannel`` stores only its writes).
+- ``ttl``: the thread's time to live in seconds, ``expires_at`` when it expires (ISO
+  8601), both ``null`` when the saver has no TTL for the thread.
+
+Not exported, by design:
+
+- **Pending work.** A thread paused at ``interrupt()`` exports the values of its latest
+  checkpoint (as ``graph.get_state(config).values`` shows them), not its pending
+  interrupts, tasks, or the writes of the paused step, nor LangGraph's own trigger
+  channels (``__start__``, ``branch:to:<node>``). The imported thread is at rest:
+  ``get_state(...).next`` and ``.interrupts`` are empty, the next ``invoke`` starts from
+  ``START``. Resume the source thread before exporting if its pending step matters.
+- **History.** Earlier checkpoints are listed (ids and timestamps) but their values are
+  not exported: the import writes one checkpoint, no time travel to before it.
+- **Subgraph state.** Only the root namespace's values; a subgraph's checkpoints are
+  listed in ``checkpoints`` only.
+- **The TTL of the target.** ``ttl`` and ``expires_at`` record the source; the imported
+  thread gets the TTL rules of the saver it is imported into.
+- **The store.** Tool outputs offloaded to the graph's store stay there; the artifacts
+  referencing them are exported as records.
+
+Import validates the document (schema, version, shape; the structured fields as
+``check_state_values`` checks them when the saver validates writes), refuses a target
+thread that already has checkpoints, and writes one checkpoint built from LangGraph's
+``empty_checkpoint()`` with versions from the saver's ``get_next_version``, whose
+metadata is ``{"source": "update", "step": -1, "parents": {}, "stm_imported_from":
+{...}}``. A graph compiled with the importing saver over the same state schema then
+reads the same ``graph.get_state(config).values`` (messages of the same class and the
+same ``model_dump()``), and ``get_thread_state`` the same projection. Two concurrent
+imports into the same empty thread are not serialized: import into a thread no one
+else writes.
+
+Example:
+    >>> import json
+    >>> from langgraph.checkpoint.memory import InMemorySaver
+    >>> from langgraph.graph import START, StateGraph
+    >>> from langgraph_stm import STMState
+    >>> from langgraph_stm.checkpoint import STMSaver
+    >>> class Saver(STMSaver, ThreadExport):  # STMSaver with export
+    ...     pass
+    >>> def work(state: STMState) -> dict:
+    ...     return {"goal": "ship v2", "messages": [("ai", "on it")]}
+    >>> builder = StateGraph(STMState).add_node(work).add_edge(START, "work")
+    >>> source = builder.compile(checkpointer=Saver(InMemorySaver()))
+    >>> _ = source.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
+    >>> text = json.dumps(source.checkpointer.export_thread("t1"))
+    >>> target = Saver(InMemorySaver())
+    >>> config = target.import_thread(json.loads(text), thread_id="copy")
+    >>> state = builder.compile(checkpointer=target).get_state(config)
+    >>> state.values["goal"], [m.content for m in state.values["messages"]], state.next
+    ('ship v2', ['hi', 'on it'], ())
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, cast
+
+from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
+
+from langgraph_stm._errors import InvalidArgumentError, StateUpdateError
+from langgraph_stm._state import check_state_values
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+__all__ = [
+    "SCHEMA",
+    "VERSION",
+    "CheckpointEntry",
+    "LatestCheckpoint",
+    "SkippedChannel",
+    "ThreadDocument",
+    "ThreadExport",
+    "build_document",
+    "decode_values",
+    "encode_values",
+    "import_checkpoint",
+    "import_metadata",
+    "is_json_data",
+    "validate_document",
+]
+
+SCHEMA: Final = "langgraph-stm.thread"
+"""The ``schema`` of every thread document."""
+VERSION: Final = 1
+"""The document version this module writes and reads."""
+
+
+class LatestCheckpoint(TypedDict):
+    """The checkpoint a document's values come from."""
+
+    id: str
+    ts: str
+    metadata: dict[str, Any]
+    """Its metadata's JSON-safe top-level entries."""
+
+
+class CheckpointEntry(TypedDict):
+    """One checkpoint of the exported thread, any namespace."""
+
+    id: str
+    ts: str | None
+    parent_id: str | None
+    ns: str
+
+
+class SkippedChannel(TypedDict):
+    """A channel whose value is not in the document, and why."""
+
+    channel: str
+    type: str
+    reason: str
+
+
+class ThreadDocument(TypedDict):
+    """A thread as JSON data (see the module doc for every key)."""
+
+    schema: str
+    version: int
+    thread_id: str
+    exported_at: str
+    checkpoint: LatestCheckpoint
+    checkpoints: list[CheckpointEntry]
+    values: dict[str, Any]
+    message_channels: list[str]
+    skipped: list[SkippedChannel]
+    ttl: float | None
+    expires_at: str | None
+
+
+# -- JSON data ---------------------------------------------------------------------------
+class _NotJSON(Exception):
+    def __init__(self, culprit: object) -> None:
+        self.culprit = culprit
+
+
+def _json_copy(value: Any) -> Any:
+    """A plain copy of ``value`` if it is JSON data that reads back equal, else _NotJSON."""
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _NotJSON(value)
+        return float(value)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotJSON(key)
+            out[str.__str__(key)] = _json_copy(item)
+        return out
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    raise _NotJSON(value)
+
+
+def _checked_copy(value: Any) -> tuple[Any, object]:
+    """``(copy, None)`` for JSON data, ``(None, culprit)`` otherwise."""
+    try:
+        return _json_copy(value), None
+    except _NotJSON as exc:
+        return None, exc.culprit
+    except RecursionError:
+        return None, value
+
+
+def is_json_data(value: Any) -> bool:
+    """Whether ``json.loads(json.dumps(value)) == value`` holds for ``value``, exactly:
+    only dicts with string keys, lists, strings, finite numbers, booleans and ``None``.
+
+    Example:
+        >>> is_json_data({"plan": [{"id": "s1", "status": "done"}], "n": 1.5})
+        True
+        >>> is_json_data((1, 2)), is_json_data({1: "a"}), is_json_data(float("nan"))
+        (False, False, False)
+    """
+    return _checked_copy(value)[1] is None
+
+
+def _type_name(value: object) -> str:
+    cls = type(value)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+def _is_trigger(channel: str) -> bool:
+    """LangGraph's own channels (``__start__``, ``branch:to:<node>``, ...): pending work."""
+    return channel.startswith(("__", "branch:"))
+
+
+def _is_message_list(value: object) -> bool:
+    return (
+        isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
+    )
+
+
+def _same_messages(original: list[BaseMessage], encoded: list[dict[str, Any]]) -> bool:
+    try:
+        decoded = messages_from_dict(encoded)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return all(
+        type(a) is type(b) and a.model_dump() == b.model_dump()
+        for a, b in zip(original, decoded, strict=True)
+    )
+
+
+# -- export ------------------------------------------------------------------------------
+_DELTA_REASON = (
+    "a DeltaChannel: its value is rebuilt from the thread's writes by the graph's "
+    "reducer, which export does not have"
+)
+_NO_VALUE_REASON = (
+    "the checkpoint holds no value for it (a DeltaChannel, rebuilt from the thread's "
+    "writes by the graph's reducer, or an ephemeral channel)"
+)
+
+
+def encode_values(
+    channel_values: Mapping[str, Any], channel_versions: Iterable[str] = ()
+) -> tuple[dict[str, Any], list[str], list[SkippedChannel]]:
+    """Split a checkpoint's channel values into ``(values, message_channels, skipped)``.
+
+    ``channel_versions`` (the checkpoint's versioned channel names) lets a channel that
+    has a version but no stored value (a ``DeltaChannel``) be reported as skipped.
+
+    Example:
+        >>> from datetime import date
+        >>> from langchain_core.messages import HumanMessage
+        >>> values, message_channels, skipped = encode_values({
+        ...     "messages": [HumanMessage("hi", id="h1")], "goal": "ship",
+        ...     "due": date(2026, 1, 1), "branch:to:agent": None})
+        >>> sorted(values), message_channels, values["messages"][0]["type"]
+        (['goal', 'messages'], ['messages'], 'human')
+        >>> skipped
+        [{'channel': 'due', 'type': 'datetime.date', 'reason': 'holds a datetime.date, which is not JSON data'}]
+    """  # noqa: E501
+    values: dict[str, Any] = {}
+    message_channels: list[str] = []
+    skipped: list[SkippedChannel] = []
+    for channel in sorted(channel_values):
+        if _is_trigger(channel):
+            continue
+        value = channel_values[channel]
+        if _is_message_list(value):
+            encoded, culprit = _checked_copy(messages_to_dict(value))
+            if culprit is None and _same_messages(value, encoded):
+                values[channel] = encoded
+                message_channels.append(channel)
+                continue
+            reason = "holds messages that messages_to_dict does not write as JSON data"
+            if culprit is None:
+                reason = "holds messages that do not read back the same from messages_to_dict"
+            else:
+                reason += f" (a {_type_name(culprit)})"
+            skipped.append({"channel": channel, "type": "list", "reason": reason})
+            continue
+        copied, culprit = _checked_copy(value)
+        if culprit is None:
+            values[channel] = copied
+            continue
+        reason = f"holds a {_type_name(culprit)}, which is not JSON data"
+        if type(value).__name__ == "_DeltaSnapshot":
+            reason = _DELTA_REASON
+        skipped.append({"channel": channel, "type": _type_name(value), "reason": reason})
+    for channel in sorted(set(channel_versions) - set(channel_values)):
+        if not _is_trigger(channel):
+            skipped.append(
+                {
+                    "channel": channel,
+                    "type": "none",
+                    "reason": _NO_VALUE_REASON,
+                }
+            )
+    return values, message_channels, skipped
+
+
+def _entry(tup: CheckpointTuple) -> CheckpointEntry:
+    conf = tup.config["configurable"]
+    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    ts = tup.checkpoint.get("ts")
+    return {
+        "id": str(tup.checkpoint["id"]),
+        "ts": ts if isinstance(ts, str) else None,
+        "parent_id": None if parent is None else str(parent),
+        "ns": str(conf.get("checkpoint_ns", "")),
+    }
+
+
+def _json_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        copied, culprit = _checked_copy(value)
+        if isinstance(key, str) and culprit is None:
+            out[key] = copied
+    return out
+
+
+def _iso(value: datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
+
+
+def build_document(
+    thread_id: str,
+    latest: CheckpointTuple,
+    checkpoints: Iterable[CheckpointTuple],
+    *,
+    exported_at: datetime,
+    ttl: float | None = None,
+    expires_at: datetime | None = None,
+) -> ThreadDocument:
+    """Build the document of a thread from its latest root checkpoint (decoded values)
+    and all its checkpoints (any namespace; only ids and timestamps are read).
+
+    Example:
+        >>> from langgraph.checkpoint.base import empty_checkpoint
+        >>> cp = empty_checkpoint()
+        >>> cp["channel_values"] = {"goal": "ship"}
+        >>> tup = CheckpointTuple({"configurable": {"thread_id": "t1", "checkpoint_ns": "",
+        ...     "checkpoint_id": cp["id"]}}, cp, {"source": "loop", "step": 1, "parents": {}})
+        >>> doc = build_document("t1", tup, [tup], exported_at=datetime(2026, 1, 1, tzinfo=UTC))
+        >>> doc["schema"], doc["version"], doc["values"], doc["checkpoint"]["metadata"]["step"]
+        ('langgraph-stm.thread', 1, {'goal': 'ship'}, 1)
+        >>> doc["exported_at"], doc["ttl"], doc["expires_at"], len(doc["checkpoints"])
+        ('2026-01-01T00:00:00+00:00', None, None, 1)
+    """
+    checkpoint = latest.checkpoint
+    values, message_channels, skipped = encode_values(
+        checkpoint["channel_values"], checkpoint.get("channel_versions", {})
+    )
+    entries = sorted((_entry(t) for t in checkpoints), key=lambda e: (e["ns"], e["id"]))
+    ts = checkpoint.get("ts")
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "thread_id": str(thread_id),
+        "exported_at": _iso(exported_at),
+        "checkpoint": {
+            "id": str(checkpoint["id"]),
+            "ts": ts if isinstance(ts, str) else "",
+            "metadata": _json_metadata(latest.metadata or {}),
+        },
+        "checkpoints": entries,
+        "values": values,
+        "message_channels": message_channels,
+        "skipped": skipped,
+        "ttl": None if ttl is None else float(ttl),
+        "expires_at": None if expires_at is None else _iso(expires_at),
+    }
+
+
+def _ttl_seconds(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise TypeError(
+        f"thread_ttl gave {type(value).__name__}; expected a timedelta, seconds or None"
+    )
+
+
+def _expires_at(state: object, ttl: float | None, ts: object) -> datetime | None:
+    found = getattr(state, "expires_at", None)
+    if isinstance(found, datetime):
+        return found
+    if isinstance(found, str):
+        try:
+            return datetime.fromisoformat(found)
+        except ValueError:
+            pass
+    if ttl is None or not isinstance(ts, str):
+        return None
+    try:
+        last = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return last + timedelta(seconds=ttl)
+
+
+# -- import ------------------------------------------------------------------------------
+_KEYS: Final = (
+    "schema",
+    "version",
+    "thread_id",
+    "exported_at",
+    "checkpoint",
+    "checkpoints",
+    "values",
+    "message_channels",
+    "skipped",
+    "ttl",
+    "expires_at",
+)
+
+
+def _bad(where: str, problem: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"import_thread: invalid thread document: {where} {problem}")
+
+
+def _text(doc: Mapping[str, Any], key: str, where: str, *, nullable: bool = False) -> str | None:
+    value = doc.get(key)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        raise _bad(f"{where}[{key!r}]", f"must be a string, got {_type_name(value)}")
+    return value
+
+
+def _iso_text(doc: Mapping[str, Any], key: str, *, nullable: bool = False) -> str | None:
+    value = _text(doc, key, "document", nullable=nullable)
+    if value is not None:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise _bad(f"document[{key!r}]", f"is not an ISO 8601 time: {value!r}") from None
+    return value
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad(where, f"must be an object, got {_type_name(value)}")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _bad(where, f"must be an array, got {_type_name(value)}")
+    return value
+
+
+def _json(value: object, where: str) -> Any:
+    copied, culprit = _checked_copy(value)
+    if culprit is not None:
+        raise _bad(where, f"holds a {_type_name(culprit)}, which is not JSON data")
+    return copied
+
+
+def validate_document(document: object) -> ThreadDocument:
+    """Check a thread document's schema, version and shape; return a plain copy of it.
+
+    Raises :class:`~langgraph_stm.errors.InvalidArgumentError` naming what is wrong.
+    Keys the version does not define are ignored.
+
+    Example:
+        >>> validate_document({"schema": "langgraph-stm.thread", "version": 2})
+        Traceback (most recent call last):
+        ...
+        langgraph_stm._errors.InvalidArgumentError: import_thread: invalid thread document: version 2 is not supported (this langgraph-stm reads version 1)
+    """  # noqa: E501
+    doc = _mapping(document, "the document")
+    if doc.get("schema") != SCHEMA:
+        raise _bad("document['schema']", f"must be {SCHEMA!r}, got {doc.get('schema')!r}")
+    version = doc.get("version")
+    if type(version) is not int:
+        raise _bad("document['version']", f"must be an integer, got {_type_name(version)}")
+    if version != VERSION:
+        raise _bad(
+            f"version {version}", f"is not supported (this langgraph-stm reads version {VERSION})"
+        )
+    missing = [k for k in _KEYS if k not in doc]
+    if missing:
+        raise _bad("the document", f"lacks {', '.join(map(repr, missing))}")
+    thread_id = _text(doc, "thread_id", "document")
+    if not thread_id:
+        raise _bad("document['thread_id']", "must not be empty")
+    exported_at = _iso_text(doc, "exported_at")
+
+    cp = _mapping(doc["checkpoint"], "document['checkpoint']")
+    latest: LatestCheckpoint = {
+        "id": cast(str, _text(cp, "id", "document['checkpoint']")),
+        "ts": cast(str, _text(cp, "ts", "document['checkpoint']")),
+        "metadata": dict(
+            _json(
+                _mapping(cp.get("metadata"), "document['checkpoint']['metadata']"),
+                "document['checkpoint']['metadata']",
+            )
+        ),
+    }
+    entries: list[CheckpointEntry] = []
+    for i, raw in enumerate(_list(doc["checkpoints"], "document['checkpoints']")):
+        where = f"document['checkpoints'][{i}]"
+        item = _mapping(raw, where)
+        entries.append(
+            {
+                "id": cast(str, _text(item, "id", where)),
+                "ts": _text(item, "ts", where, nullable=True),
+                "parent_id": _text(item, "parent_id", where, nullable=True),
+                "ns": cast(str, _text(item, "ns", where)),
+            }
+        )
+
+    values: dict[str, Any] = {}
+    for channel, value in _mapping(doc["values"], "document['values']").items():
+        if not isinstance(channel, str) or not channel or _is_trigger(channel):
+            raise _bad(
+                "document['values']", f"has a channel LangGraph owns or no name: {channel!r}"
+            )
+        values[channel] = _json(value, f"document['values'][{channel!r}]")
+
+    message_channels: list[str] = []
+    for i, channel in enumerate(_list(doc["message_channels"], "document['message_channels']")):
+        if not isinstance(channel, str) or channel not in values:
+            raise _bad(
+                f"document['message_channels'][{i}]", f"names no channel of values: {channel!r}"
+            )
+        for j, message in enumerate(_list(values[channel], f"document['values'][{channel!r}]")):
+            where = f"document['values'][{channel!r}][{j}]"
+            item = _mapping(message, where)
+            if not isinstance(item.get("type"), str) or not isinstance(item.get("data"), Mapping):
+                raise _bad(where, "must be a messages_to_dict item: {'type': str, 'data': {...}}")
+        message_channels.append(channel)
+
+    skipped: list[SkippedChannel] = []
+    for i, raw in enumerate(_list(doc["skipped"], "document['skipped']")):
+        where = f"document['skipped'][{i}]"
+        item = _mapping(raw, where)
+        skipped.append(
+            {
+                "channel": cast(str, _text(item, "channel", where)),
+                "type": cast(str, _text(item, "type", where)),
+                "reason": _text(item, "reason", where, nullable=True) or "",
+            }
+        )
+
+    ttl = doc["ttl"]
+    if ttl is not None and (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, int | float)
+        or not math.isfinite(ttl)
+        or ttl < 0
+    ):
+        raise _bad("document['ttl']", f"must be null or seconds >= 0, got {ttl!r}")
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "thread_id": thread_id,
+        "exported_at": cast(str, exported_at),
+        "checkpoint": latest,
+        "checkpoints": entries,
+        "values": values,
+        "message_channels": message_channels,
+        "skipped": skipped,
+        "ttl": None if ttl is None else float(ttl),
+        "expires_at": _iso_text(doc, "expires_at", nullable=True),
+    }
+
+
+def decode_values(document: ThreadDocument) -> dict[str, Any]:
+    """The channel values of a validated document, messages as LangChain messages.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, messages_to_dict
+        >>> doc = {"values": {"goal": "ship", "messages": messages_to_dict([HumanMessage("hi", id="h")])},
+        ...        "message_channels": ["messages"]}
+        >>> decode_values(doc)
+        {'goal': 'ship', 'messages': [HumanMessage(content='hi', additional_kwargs={}, response_metadata={}, id='h')]}
+    """  # noqa: E501
+    values = dict(document["values"])
+    for channel in document["message_channels"]:
+        try:
+            values[channel] = messages_from_dict(values[channel])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise _bad(f"document['values'][{channel!r}]", f"holds a bad message: {exc}") from exc
+    return values
+
+
+def import_metadata(document: ThreadDocument) -> CheckpointMetadata:
+    """The metadata of the one checkpoint an import writes.
+
+    Example:
+        >>> meta = import_metadata({"thread_id": "t1", "exported_at": "2026-01-01T00:00:00+00:00",
+        ...     "checkpoint": {"id": "c9", "ts": "2026-01-01T00:00:00+00:00", "metadata": {}}})
+        >>> meta["source"], meta["step"], meta["stm_imported_from"]["checkpoint_id"]
+        ('update', -1, 'c9')
+    """
+    metadata: dict[str, Any] = {
+        "source": "update",
+        "step": -1,
+        "parents": {},
+        "stm_imported_from": {
+            "thread_id": document["thread_id"],
+            "checkpoint_id": document["checkpoint"]["id"],
+            "checkpoint_ts": document["checkpoint"]["ts"],
+            "exported_at": document["exported_at"],
+            "schema": SCHEMA,
+            "version": VERSION,
+        },
+    }
+    return cast(CheckpointMetadata, metadata)
+
+
+def import_checkpoint(
+    values: Mapping[str, Any], next_version: Callable[[Any, None], Any]
+) -> tuple[Checkpoint, ChannelVersions]:
+    """A new checkpoint (``empty_checkpoint()``) holding ``values``, one new version per
+    channel from ``next_version(None, None)``; returns it and its new versions.
+
+    Example:
+        >>> checkpoint, versions = import_checkpoint({"goal": "ship"}, lambda current, _: 1)
+        >>> checkpoint["channel_values"], checkpoint["channel_versions"], versions
+        ({'goal': 'ship'}, {'goal': 1}, {'goal': 1})
+    """
+    checkpoint = empty_checkpoint()
+    versions: ChannelVersions = {channel: next_version(None, None) for channel in values}
+    checkpoint["channel_values"] = dict(values)
+    checkpoint["channel_versions"] = dict(versions)
+    return checkpoint, versions
+
+
+# -- the mixin ---------------------------------------------------------------------------
+class _Projection(Protocol):
+    def get_thread_state(self, thread_id: str) -> object: ...
+
+    async def aget_thread_state(self, thread_id: str) -> object: ...
+
+
+def _root(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def _thread(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _unknown(thread_id: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"export_thread: thread {thread_id!r} has no checkpoint (unknown, deleted or expired)"
+    )
+
+
+def _not_empty(thread_id: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"import_thread: thread {thread_id!r} already has checkpoints; import into an "
+        "empty thread (pass another thread_id=, or delete_thread it first)"
+    )
+
+
+def _target(document: ThreadDocument, thread_id: str | None) -> str:
+    if thread_id is None:
+        return document["thread_id"]
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgumentError(
+            f"import_thread: thread_id must be a non-empty string or None, got {thread_id!r}"
+        )
+    return thread_id
+
+
+class ThreadExport(BaseCheckpointSaver[Any]):
+    """``export_thread`` / ``import_thread`` and their async twins, for :class:`STMSaver`.
+
+    A mixin over the saver's public methods (``get_tuple``, ``put``, their async twins,
+    ``get_next_version``, ``get_thread_state``), its ``inner`` saver (for the list of
+    checkpoints, read without values) and, when the saver has one, its TTL accessor
+    ``thread_ttl`` (a method of the thread id, or a value) / ``athread_ttl``, giving a
+    ``timedelta``, seconds or ``None``. Synchronous methods over an asynchronous inner
+    saver work from any thread but its event loop's, as the saver's own do.
+    """
+
+    inner: BaseCheckpointSaver[Any]
+
+    # -- helpers -------------------------------------------------------------------------
+    def _validated_values(self, document: object) -> tuple[ThreadDocument, dict[str, Any]]:
+        doc = validate_document(document)
+        values = decode_values(doc)
+        if getattr(self, "validate_writes", True):
+            try:
+                check_state_values(values)
+            except StateUpdateError as exc:
+                raise _bad("document['values']", f"has a malformed field: {exc}") from exc
+        return doc, values
+
+    def _ttl(self, thread_id: str) -> float | None:
+        accessor = getattr(self, "thread_ttl", None)
+        value = accessor(thread_id) if callable(accessor) else accessor
+        if inspect.isawaitable(value):
+            raise TypeError("thread_ttl is asynchronous: use aexport_thread")
+        return _ttl_seconds(value)
+
+    async def _attl(self, thread_id: str) -> float | None:
+        accessor = getattr(self, "athread_ttl", None) or getattr(self, "thread_ttl", None)
+        value: object = accessor(thread_id) if callable(accessor) else accessor
+        if inspect.isawaitable(value):
+            value = await cast("Awaitable[object]", value)
+        return _ttl_seconds(value)
+
+    # -- export --------------------------------------------------------------------------
+    def export_thread(self, thread_id: str) -> ThreadDocument:
+        """Return the whole thread as a JSON-serializable :class:`ThreadDocument`.
+
+        Raises :class:`~langgraph_stm.errors.InvalidArgumentError` for a thread without
+        checkpoints. See the module doc for what the document holds and what it leaves
+        out (pending interrupts and tasks, earlier values, subgraph values).
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm.checkpoint import STMSaver
+            >>> class Saver(STMSaver, ThreadExport):
+            ...     pass
+            >>> Saver(InMemorySaver()).export_thread("nobody")
+            Traceback (most recent call last):
+            ...
+            langgraph_stm._errors.InvalidArgumentError: export_thread: thread 'nobody' has no checkpoint (unknown, deleted or expired)
+        """  # noqa: E501
+        tid = str(thread_id)
+        latest = self.get_tuple(_root(tid))
+        if latest is None:
+            raise _unknown(tid)
+        checkpoints = list(self.inner.list(_thread(tid)))
+        state = cast(_Projection, self).get_thread_state(tid)
+        ttl = self._ttl(tid)
+        return build_document(
+            tid,
+            latest,
+            checkpoints,
+            exported_at=datetime.now(UTC),
+            ttl=ttl,
+            expires_at=_expires_at(state, ttl, latest.checkpoint.get("ts")),
+        )
+
+    async def aexport_thread(self, thread_id: str) -> ThreadDocument:
+        """Async twin of :meth:`export_thread`."""
+        tid = str(thread_id)
+        latest = await self.aget_tuple(_root(tid))
+        if latest is None:
+            raise _unknown(tid)
+        checkpoints = [t async for t in self.inner.alist(_thread(tid))]
+        state = await cast(_Projection, self).aget_thread_state(tid)
+        ttl = await self._attl(tid)
+        return build_document(
+            tid,
+            latest,
+            checkpoints,
+            exported_at=datetime.now(UTC),
+            ttl=ttl,
+            expires_at=_expires_at(state, ttl, latest.checkpoint.get("ts")),
+        )
+
+    # -- import --------------------------------------------------------------------------
+    def import_thread(
+        self, document: Mapping[str, Any], *, thread_id: str | None = None
+    ) -> RunnableConfig:
+        """Restore an exported thread into an empty thread; return the config of the one
+        checkpoint written (``thread_id``, ``checkpoint_ns``, ``checkpoint_id``).
+
+        ``thread_id`` defaults to the document's. Raises
+        :class:`~langgraph_stm.errors.InvalidArgumentError` for an invalid document or a
+        target thread that already has checkpoints. The imported thread is at rest (no
+        pending interrupt or task); the next run starts from ``START``.
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm.checkpoint import STMSaver
+            >>> class Saver(STMSaver, ThreadExport):
+            ...     pass
+            >>> Saver(InMemorySaver()).import_thread({"schema": "something else"})
+            Traceback (most recent call last):
+            ...
+            langgraph_stm._errors.InvalidArgumentError: import_thread: invalid thread document: document['schema'] must be 'langgraph-stm.thread', got 'something else'
+        """  # noqa: E501
+        doc, values = self._validated_values(document)
+        target = _target(doc, thread_id)
+        if list(self.inner.list(_thread(target), limit=1)):
+            raise _not_empty(target)
+        checkpoint, versions = import_checkpoint(values, self.get_next_version)
+        return self.put(_root(target), checkpoint, import_metadata(doc), versions)
+
+    async def aimport_thread(
+        self, document: Mapping[str, Any], *, thread_id: str | None = None
+    ) -> RunnableConfig:
+        """Async twin of :meth:`import_thread`."""
+        doc, values = self._validated_values(document)
+        target = _target(doc, thread_id)
+        if [t async for t in self.inner.alist(_thread(target), limit=1)]:
+            raise _not_empty(target)
+        checkpoint, versions = import_checkpoint(values, self.get_next_version)
+        return await self.aput(_root(target), checkpoint, import_metadata(doc), versions)

@@ -1,8 +1,9 @@
 """langgraph-stm: production-grade short-term memory for LangGraph agents.
 
-The top level holds what agents use: the state, the saver, the token counter, and
-per feature one function, its result and one node (trim, summarize, context,
-approval, repair). Records and reducers are in :mod:`langgraph_stm.state`,
+The top level holds what agents use: the state, the saver, the token counter, a
+function, its result and a node for trim, summarize and context, the approval tools
+node, and ``validate_history`` / ``repair_history`` (whose repair every node also
+applies with ``on_invalid="repair"``). Records and reducers are in :mod:`langgraph_stm.state`,
 summarizers in :mod:`langgraph_stm.summarizers`, approval decisions and the offload
 of large tool outputs in :mod:`langgraph_stm.tools`, errors in :mod:`langgraph_stm.errors`
 and type aliases in :mod:`langgraph_stm.typing`. The ``_modules`` are private.

@@ -7,55 +7,96 @@ decisions are those LangChain's ``HumanInTheLoopMiddleware`` users know:
 
 - ``{"type": "approve"}``: run the call as the model wrote it;
 - ``{"type": "edit", "edited_action": {"name": ..., "args": {...}}}``: run it with the
-  reviewer's arguments; the AI message is replaced in place (same id, the edited args
-  in ``tool_calls``), so the history shows the call that ran;
+  reviewer's arguments, which must fit the tool's argument schema; the AI message is
+  replaced in place (same id, the edited args in ``tool_calls`` and in the provider
+  copies of the call), so the history shows the call that ran;
 - ``{"type": "reject", "message": "..."}``: do not run it; its result is an error
   ``ToolMessage`` carrying the reviewer's message;
 - ``{"type": "respond", "message": "..."}``: do not run it; the reviewer's text is its
   (successful) result.
 
 **Exactly once.** LangGraph re-runs an interrupted node from the top when it resumes,
-and a node's update lands only when the node returns. So this node never runs a tool
-before every gated call of the turn has its decision, and runs the tools in the one
-attempt that returns:
+and a node's update lands only when the node returns. So the node never runs a tool
+before every gated call of the turn has its decision, and every step whose work must
+not be repeated is a LangGraph task (``langgraph.func.task``): LangGraph saves a task's
+return value with the checkpoint, and a re-run of the node gets it back instead of
+running the task again.
 
 1. *plan*: the last unit's unanswered calls, in ``tool_calls`` order (a complete unit
    means there is nothing to do: the update is ``{}``);
 2. *review*, in one of two modes:
 
-   - ``"per_call"`` (the default): one LangGraph task (``langgraph.func.task``) per gated
-     call, all started together, each calling ``interrupt()`` with an
-     :class:`ApprovalRequest`. Each task has its own namespace, so the interrupts are
-     pending at the same time with distinct ids, and
-     ``Command(resume={interrupt_id: decision, ...})`` answers any subset of them. A
-     task that got its answer returns it, and LangGraph saves a task's return value
-     with the checkpoint: a re-run gets the saved decision without asking again, and an
-     answer is never applied to another call;
+   - ``"per_call"`` (the default): one task (``stm_tool_review``) per gated call, all
+     started together, each calling ``interrupt()`` with an :class:`ApprovalRequest`.
+     Each task has its own namespace, so the interrupts are pending at the same time
+     with distinct ids, and ``Command(resume={interrupt_id: decision, ...})`` answers
+     any subset of them. A task that got its answer returns it: a re-run gets the saved
+     decision without asking again, and an answer is never applied to another call;
    - ``"batched"``: one interrupt carrying every gated call (a
      :class:`BatchedApprovalRequest`, the ``HITLRequest`` shape), resumed with
      ``{"decisions": [...]}``, one decision per gated call, in order;
 
-3. *execute*: only once every decision is in, the approved, edited and non-gated calls
-   run, and the node returns the results in ``tool_calls`` order, right after their AI
-   message.
+3. *execute*: only once every decision is in, each approved, edited or non-gated call
+   runs as its own task (``stm_tool_call``); they start in ``tool_calls`` order and run
+   concurrently, and the node returns the results in ``tool_calls`` order, right after
+   their AI message. A tool may call ``interrupt()`` itself (a confirmation, a
+   question): the calls that finished keep their saved results and never run again,
+   every interrupt of the turn is raised at once (one task each, so distinct ids, none
+   lost), and each resume value reaches the tool whose interrupt it names; when the
+   node runs again only the interrupted tools go on.
 
 A later turn is a new node task (a new step), so its interrupts are new: an earlier
 answer is never re-used. An answer that does not fit the request (a decision the tool
-does not allow, an edit that renames the tool, a ``respond`` without a message) is
-refused by LangGraph before it is saved (``interrupt(response_schema=...)``), so
-``invoke`` raises ``pydantic.ValidationError`` and the same interrupt can be answered
-again. When one answer of a resume map is refused, the valid answers sent with it are
-already saved (their calls may still be listed as pending, and answering them again
-changes nothing); nothing has run, so answering the refused call goes on. Each saved
-decision also shows in ``stream_mode="updates"`` as a ``stm_tool_review`` update.
-One limit: with ``handle_tool_errors=False`` a tool that raises fails the node, and
-LangGraph runs the whole node again on the next attempt, tools that had already run
-included (the same as ``ToolNode``).
+does not allow, an edit that renames the tool or whose args do not fit the tool's
+schema, a ``respond`` without a message) is refused by LangGraph before it is saved
+(``interrupt(response_schema=...)``; the published schema includes the tool's argument
+schema), so ``invoke`` raises ``pydantic.ValidationError`` and the same interrupt can
+be answered again. When one answer of a resume map is refused, the valid answers sent
+with it are already saved (their calls may still be listed as pending, and answering
+them again changes nothing); nothing has run, so answering the refused call goes on.
+Each saved decision also shows in ``stream_mode="updates"`` as a ``stm_tool_review``
+update, each result as a ``stm_tool_call`` update. With ``handle_tool_errors=False`` a
+tool that raises fails the node; the calls that finished keep their saved results, and
+the next attempt runs the failed call only.
+
+**Answering a tool's own interrupt.** Answer it by id, or with a plain value when it is
+the only interrupt pending. LangGraph keeps a plain resume value among the step's
+writes after an interrupt took it and gives it to the next interrupt of the step that
+has no answer yet (LangGraph issue 8837; a node that calls ``interrupt()`` twice gets
+the same). So a tool that asks after its review was answered with a plain value could
+get the review's answer. In a run resumed with an id map the node drops that stale
+value before the tools start; it cannot tell a re-run with ``invoke(None)`` from a
+resume, so do not re-run a turn with ``None`` while one of its tools is asking: resume
+it with the answer.
+
+**Where it runs.** Reviews need ``interrupt()``, so gated calls need a graph run with a
+checkpointer: outside a graph (``node(state)``, or inside a plain Runnable) and in a
+graph compiled without a checkpointer (where an interrupt could never be resumed) they
+raise :class:`~langgraph_stm._errors.InvalidArgumentError`. Calls that are not gated
+run there too, directly (nothing to save them with). Use ``invoke`` from sync code and
+``ainvoke`` from async code (``add_node`` does the right thing); the sync entry point
+inside an ``async def`` node cannot wait for its tasks and raises.
+
+**Subgraphs.** In a graph used as a subgraph (a node of another graph), LangGraph lists
+each interrupt raised from a task twice in ``__interrupt__`` (its own behaviour for
+task interrupts seen through a parent): dedupe by ``Interrupt.id``, e.g.
+``{i.id: i for i in out["__interrupt__"]}``, and resume by id as usual.
+
+**Tools.** Tools get their arguments, the call id (``InjectedToolCallId``) and the run's
+config (a ``RunnableConfig`` parameter): a tool with other injected parameters
+(``InjectedState``, ``InjectedStore``, ``ToolRuntime``...) or declared to return a
+``Command`` is refused when the node is built (see :mod:`langgraph_stm._approval_tools`).
+A tool that returns a ``Command`` anyway gets an error result saying it was not applied
+(it ran; failing would run it again).
 
 Tool results get deterministic ids, :func:`tool_result_id` of the AI message id and
 the call id, so a re-run produces the same ids. With ``offload_over_tokens`` a result
 over the limit is replaced by a short summary plus a reference
-(:class:`~langgraph_stm._offload.Offloader`) and its artifact is added to the update.
+(:class:`~langgraph_stm._offload.Offloader`) and its artifact is added to the update
+under ``artifacts_key``. The state must have that key (a list with a reducer, as
+``STMState``'s ``artifacts``): on a state without it (``MessagesState``) the node
+raises ``InvalidArgumentError`` on its first run rather than drop the records;
+``artifacts_key=None`` offloads without recording artifacts.
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -88,27 +129,63 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired, TypeAlias, cast
+from functools import partial
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.tools import BaseTool
-from langchain_core.tools import tool as as_tool
 from langgraph.config import get_config
-from langgraph.errors import GraphBubbleUp, GraphInterrupt
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.func import task
 from langgraph.store.base import BaseStore
-from langgraph.types import Command, Interrupt, interrupt
-from pydantic import AfterValidator, WithJsonSchema
-from typing_extensions import TypedDict
+from langgraph.types import interrupt
 
+from langgraph_stm._approval_review import (
+    ArgsSchema,
+    Asked,
+    Gate,
+    approval_request,
+    batch_schema,
+    batched_request,
+    collect,
+    decision_schema,
+    resolve_policy,
+)
+from langgraph_stm._approval_tools import (
+    answer,
+    args_schema,
+    as_result,
+    as_tools,
+    error_result,
+    tool_input,
+)
+from langgraph_stm._approval_types import (
+    Action,
+    ActionRequest,
+    ApprovalRequest,
+    ApproveDecision,
+    BatchedApprovalRequest,
+    Decision,
+    DecisionType,
+    EditDecision,
+    HandleToolErrors,
+    InterruptMode,
+    InterruptOnConfig,
+    RejectDecision,
+    RespondDecision,
+    ReviewConfig,
+    tool_result_id,
+)
 from langgraph_stm._errors import InvalidArgumentError
-from langgraph_stm._node import StateNode
+from langgraph_stm._node import GraphRun, StateNode, graph_run
 from langgraph_stm._offload import Offloaded, Offloader, StoreFunction
-from langgraph_stm._policy import check_choice, messages_of, read_state
+from langgraph_stm._policy import check_choice, check_key, messages_of, read_state
 from langgraph_stm._state import Artifact
 from langgraph_stm._tokens import TokenCounterLike
 from langgraph_stm._units import group_units
@@ -132,213 +209,6 @@ __all__ = [
     "tool_result_id",
 ]
 
-DecisionType = Literal["approve", "edit", "reject", "respond"]
-"""What a reviewer may decide about a gated tool call."""
-InterruptMode = Literal["per_call", "batched"]
-"""One interrupt per gated call (``"per_call"``) or one for the whole turn."""
-HandleToolErrors: TypeAlias = bool | str | Callable[[Exception], str]
-"""``True``: a tool that raises gets an error result with the exception text;
-``False``: the exception propagates; a ``str``: that text; a callable: its answer."""
-
-ALL_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
-
-
-class Action(TypedDict):
-    """A tool call as a reviewer sees or edits it."""
-
-    name: str
-    """The tool name (an edit cannot change it)."""
-    args: dict[str, Any]
-    """The arguments the tool runs with."""
-
-
-class ApproveDecision(TypedDict):
-    """Run the call as the model wrote it."""
-
-    type: Literal["approve"]
-    """Always ``"approve"``."""
-
-
-class EditDecision(TypedDict):
-    """Run the call with the reviewer's arguments."""
-
-    type: Literal["edit"]
-    """Always ``"edit"``."""
-    edited_action: Action
-    """The call to run; ``name`` must be the call's tool."""
-
-
-class RejectDecision(TypedDict):
-    """Do not run the call; the model gets an error result."""
-
-    type: Literal["reject"]
-    """Always ``"reject"``."""
-    message: NotRequired[str]
-    """The reviewer's reason, shown to the model in the error result."""
-
-
-class RespondDecision(TypedDict):
-    """Do not run the call; the reviewer's text is its result."""
-
-    type: Literal["respond"]
-    """Always ``"respond"``."""
-    message: str
-    """The result the model gets, written by the reviewer."""
-
-
-Decision: TypeAlias = ApproveDecision | EditDecision | RejectDecision | RespondDecision
-"""A reviewer's answer about one gated tool call."""
-
-
-class InterruptOnConfig(TypedDict):
-    """The review policy of one tool (a value of ``interrupt_on``)."""
-
-    allowed_decisions: list[DecisionType]
-    """The decisions the reviewer may give; not empty."""
-    description: NotRequired[str | Callable[[ToolCall], str]]
-    """Text shown to the reviewer, or a function of the tool call returning it."""
-
-
-class ApprovalRequest(TypedDict):
-    """The value of a ``"per_call"`` interrupt: one gated tool call.
-
-    Answer it with one :data:`Decision`, keyed by the interrupt's id.
-    """
-
-    type: Literal["tool_approval"]
-    """Always ``"tool_approval"``, so clients know how to read the interrupt."""
-    tool_call_id: str
-    """The id of the model's tool call."""
-    ai_message_id: str
-    """The id of the AIMessage that issued the call."""
-    name: str
-    """The tool name."""
-    args: dict[str, Any]
-    """The arguments the model wrote."""
-    description: str
-    """Text shown to the reviewer."""
-    allowed_decisions: list[DecisionType]
-    """The decisions accepted for this call."""
-
-
-class ActionRequest(TypedDict):
-    """One gated call of a :class:`BatchedApprovalRequest`."""
-
-    name: str
-    """The tool name."""
-    args: dict[str, Any]
-    """The arguments the model wrote."""
-    description: str
-    """Text shown to the reviewer."""
-
-
-class ReviewConfig(TypedDict):
-    """The decisions allowed for the call at the same position of a batched request."""
-
-    action_name: str
-    """The tool name."""
-    allowed_decisions: list[DecisionType]
-    """The decisions accepted for this call."""
-
-
-class BatchedApprovalRequest(TypedDict):
-    """The value of a ``"batched"`` interrupt (LangChain's ``HITLRequest`` shape).
-
-    Answer it with ``{"decisions": [...]}``: one :data:`Decision` per action, in order.
-    """
-
-    action_requests: list[ActionRequest]
-    """The gated calls, in ``tool_calls`` order."""
-    review_configs: list[ReviewConfig]
-    """The decisions allowed for each call, at the same positions."""
-    ai_message_id: str
-    """The id of the AIMessage that issued the calls."""
-    tool_call_ids: list[str]
-    """The ids of the gated calls, at the same positions."""
-
-
-def tool_result_id(ai_message_id: str, tool_call_id: str) -> str:
-    """Return the deterministic id of the result :class:`ApprovalToolNode` gives a call.
-
-    Example:
-        >>> tool_result_id("a1", "c1")
-        'stm-tool:a1:c1'
-    """
-    return f"stm-tool:{ai_message_id}:{tool_call_id}"
-
-
-# -- the policy ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Gate:
-    """The resolved review policy of one tool."""
-
-    allowed: tuple[DecisionType, ...]
-    description: str | Callable[[ToolCall], str] | None
-
-
-def _as_tools(tools: Sequence[BaseTool | Callable[..., Any]]) -> dict[str, BaseTool]:
-    given: object = tools
-    if not isinstance(given, Sequence) or isinstance(given, str) or not given:
-        raise InvalidArgumentError(
-            f"tools must be a non-empty list of tools or functions, got {tools!r}"
-        )
-    by_name: dict[str, BaseTool] = {}
-    for item in tools:
-        if not isinstance(item, BaseTool) and not callable(item):
-            raise InvalidArgumentError(f"tools: {item!r} is neither a BaseTool nor a function")
-        converted = item if isinstance(item, BaseTool) else as_tool(item)
-        if converted.name in by_name:
-            raise InvalidArgumentError(f"tools: two tools are named {converted.name!r}")
-        by_name[converted.name] = converted
-    return by_name
-
-
-def _gate(name: str, value: object) -> _Gate | None:
-    if value is True:
-        return _Gate(ALL_DECISIONS, None)
-    if value is False:
-        return None
-    if not isinstance(value, Mapping):
-        raise InvalidArgumentError(
-            f"interrupt_on[{name!r}] must be True, False or a dict with 'allowed_decisions', "
-            f"got {value!r}"
-        )
-    allowed = value.get("allowed_decisions")
-    if isinstance(allowed, str) or not isinstance(allowed, Sequence) or not allowed:
-        raise InvalidArgumentError(
-            f"interrupt_on[{name!r}]['allowed_decisions'] must be a non-empty list of "
-            f"{list(ALL_DECISIONS)}, got {allowed!r}"
-        )
-    for decision in allowed:
-        check_choice(f"interrupt_on[{name!r}]['allowed_decisions'] item", decision, ALL_DECISIONS)
-    description = value.get("description")
-    if description is not None and not isinstance(description, str) and not callable(description):
-        raise InvalidArgumentError(
-            f"interrupt_on[{name!r}]['description'] must be a str or a function of the "
-            f"tool call, got {description!r}"
-        )
-    return _Gate(tuple(dict.fromkeys(allowed)), description)
-
-
-def _resolve_policy(
-    interrupt_on: Mapping[str, bool | InterruptOnConfig] | None, tools: Mapping[str, BaseTool]
-) -> dict[str, _Gate]:
-    """Return the gate of each gated tool; ``None`` gates every tool."""
-    if interrupt_on is None:
-        return {name: _Gate(ALL_DECISIONS, None) for name in tools}
-    if not isinstance(interrupt_on, Mapping):
-        raise InvalidArgumentError(
-            f"interrupt_on must be a dict of tool name -> policy, got {interrupt_on!r}"
-        )
-    unknown = sorted(set(interrupt_on) - set(tools))
-    if unknown:
-        raise InvalidArgumentError(
-            f"interrupt_on names {unknown}, which are not among the tools {sorted(tools)}; "
-            "a misspelled name would leave its tool ungated"
-        )
-    gates = {name: _gate(name, value) for name, value in interrupt_on.items()}
-    return {name: gate for name, gate in gates.items() if gate is not None}
-
 
 # -- the plan -----------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -347,6 +217,10 @@ class _Turn:
 
     ai: AIMessage
     calls: tuple[ToolCall, ...]
+
+    @property
+    def ai_id(self) -> str:
+        return self.ai.id or ""
 
 
 def _pending_turn(messages: Sequence[BaseMessage]) -> _Turn | None:
@@ -368,193 +242,6 @@ def _pending_turn(messages: Sequence[BaseMessage]) -> _Turn | None:
     return _Turn(head, tuple(call for call in head.tool_calls if call["id"] in waiting))
 
 
-def _describe(call: ToolCall, gate: _Gate) -> str:
-    if callable(gate.description):
-        return gate.description(call)
-    if gate.description is not None:
-        return gate.description
-    arguments = json.dumps(call["args"], default=str, ensure_ascii=False)
-    return f"The model wants to call {call['name']!r} with {arguments}. Run it?"
-
-
-def _approval_request(ai: AIMessage, call: ToolCall, gate: _Gate) -> ApprovalRequest:
-    return ApprovalRequest(
-        type="tool_approval",
-        tool_call_id=call["id"] or "",
-        ai_message_id=ai.id or "",
-        name=call["name"],
-        args=call["args"],
-        description=_describe(call, gate),
-        allowed_decisions=list(gate.allowed),
-    )
-
-
-def _batched_request(ai: AIMessage, gated: Sequence[tuple[ToolCall, _Gate]]) -> Any:
-    return BatchedApprovalRequest(
-        action_requests=[
-            ActionRequest(name=c["name"], args=c["args"], description=_describe(c, g))
-            for c, g in gated
-        ],
-        review_configs=[
-            ReviewConfig(action_name=c["name"], allowed_decisions=list(g.allowed)) for c, g in gated
-        ],
-        ai_message_id=ai.id or "",
-        tool_call_ids=[c["id"] or "" for c, _ in gated],
-    )
-
-
-# -- checking an answer (inside interrupt(), before LangGraph saves it) -------------------
-@dataclass(frozen=True)
-class _Asked:
-    """What an answer is checked against: the call and the decisions it allows."""
-
-    call_id: str
-    name: str
-    allowed: tuple[DecisionType, ...]
-
-    @classmethod
-    def of(cls, call: ToolCall, gate: _Gate) -> _Asked:
-        return cls(call["id"] or "", call["name"], gate.allowed)
-
-
-def _check_decision(value: object, asked: _Asked) -> Decision:
-    """Return ``value`` as a :data:`Decision` for the call, or raise InvalidArgumentError."""
-    where = f"tool call {asked.call_id!r} ({asked.name})"
-    if not isinstance(value, Mapping):
-        raise InvalidArgumentError(
-            f"{where}: expected a decision dict such as {{'type': 'approve'}}, got {value!r}"
-        )
-    kind = value.get("type")
-    if kind not in asked.allowed:
-        raise InvalidArgumentError(
-            f"{where}: the decision type {kind!r} is not allowed here; allowed: "
-            f"{list(asked.allowed)}"
-        )
-    if kind == "edit":
-        action = value.get("edited_action")
-        args = action.get("args") if isinstance(action, Mapping) else None
-        name = action.get("name", asked.name) if isinstance(action, Mapping) else None
-        if not isinstance(args, Mapping) or name != asked.name:
-            raise InvalidArgumentError(
-                f"{where}: an edit needs 'edited_action': {{'name': {asked.name!r}, "
-                f"'args': {{...}}}} (the tool cannot change), got {value!r}"
-            )
-        return EditDecision(type="edit", edited_action=Action(name=name, args=dict(args)))
-    message = value.get("message")
-    if (kind == "respond" or message is not None) and not isinstance(message, str):
-        raise InvalidArgumentError(f"{where}: {kind!r} needs a string 'message', got {value!r}")
-    if kind == "respond":
-        return RespondDecision(type="respond", message=cast(str, message))
-    if kind == "reject":
-        return RejectDecision(type="reject", message=message) if message else {"type": "reject"}
-    return ApproveDecision(type="approve")
-
-
-def _decision_json(asked: _Asked) -> dict[str, Any]:
-    """The JSON schema of the answers accepted for the call (published to clients)."""
-    kinds: dict[str, dict[str, Any]] = {
-        "approve": {},
-        "edit": {
-            "edited_action": {
-                "type": "object",
-                "properties": {"name": {"const": asked.name}, "args": {"type": "object"}},
-                "required": ["args"],
-            }
-        },
-        "reject": {"message": {"type": "string"}},
-        "respond": {"message": {"type": "string"}},
-    }
-    required = {"edit": ["edited_action"], "respond": ["message"]}
-    return {
-        "oneOf": [
-            {
-                "type": "object",
-                "properties": {"type": {"const": kind}, **kinds[kind]},
-                "required": ["type", *required.get(kind, [])],
-            }
-            for kind in asked.allowed
-        ]
-    }
-
-
-def _decision_schema(asked: _Asked) -> Any:
-    """The ``response_schema`` of a per-call interrupt."""
-
-    def check(value: dict[str, Any]) -> Decision:
-        return _check_decision(value, asked)
-
-    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(_decision_json(asked))]
-
-
-def _batch_schema(asked: Sequence[_Asked]) -> Any:
-    """The ``response_schema`` of a batched interrupt: ``{"decisions": [...]}`` in order."""
-
-    def check(value: dict[str, Any]) -> dict[str, list[Decision]]:
-        decisions = value.get("decisions")
-        if not isinstance(decisions, list) or len(decisions) != len(asked):
-            raise InvalidArgumentError(
-                f"expected {{'decisions': [...]}} with {len(asked)} decision(s), one per gated "
-                f"call {[a.call_id for a in asked]}, got {value!r}"
-            )
-        return {"decisions": [_check_decision(d, a) for d, a in zip(decisions, asked, strict=True)]}
-
-    items = [_decision_json(a) for a in asked]
-    shown = {
-        "type": "object",
-        "properties": {
-            "decisions": {
-                "type": "array",
-                "prefixItems": items,
-                "minItems": len(items),
-                "maxItems": len(items),
-            }
-        },
-        "required": ["decisions"],
-    }
-    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(shown)]
-
-
-def _ask(request: ApprovalRequest) -> Decision:
-    """One gated call's review, as a task: its answer is saved apart from the others'.
-
-    Its input is the (serializable) request alone; the answer's schema is rebuilt from it.
-    """
-    asked = _Asked(request["tool_call_id"], request["name"], tuple(request["allowed_decisions"]))
-    decision: Decision = interrupt(request, response_schema=_decision_schema(asked))
-    return decision
-
-
-# (cast: mypy cannot pick task()'s overload for a function returning a union)
-_review: Callable[[ApprovalRequest], Any] = cast(Any, task(name="stm_tool_review"))(_ask)
-
-
-def _collect(outcomes: Sequence[object]) -> list[Decision]:
-    """The decisions of the review tasks, or raise what they raised.
-
-    Every task has run before this is called, so all their interrupts surface at once:
-    they are combined into one ``GraphInterrupt``, as LangGraph's runner combines the
-    interrupts of parallel tasks (``langgraph.pregel._runner._panic_or_proceed``).
-    """
-    errors = [o for o in outcomes if isinstance(o, BaseException)]
-    failure = next((e for e in errors if not isinstance(e, GraphInterrupt)), None)
-    if failure is not None:
-        raise failure
-    if errors:
-        interrupts: list[Interrupt] = [i for e in errors for i in e.args[0]]
-        raise GraphInterrupt(tuple(interrupts))
-    return cast(list[Decision], list(outcomes))
-
-
-def _sync_outcomes(futures: Sequence[Any]) -> list[object]:
-    outcomes: list[object] = []
-    for future in futures:
-        try:
-            outcomes.append(future.result())
-        except Exception as exc:  # every task is awaited before anything is raised
-            outcomes.append(exc)
-    return outcomes
-
-
 # -- applying the decisions ---------------------------------------------------------------
 @dataclass(frozen=True)
 class _Step:
@@ -563,16 +250,6 @@ class _Step:
     call: ToolCall
     answer: ToolMessage | None = None
     edited: bool = False
-
-
-def _answer(ai: AIMessage, call: ToolCall, content: str, *, error: bool) -> ToolMessage:
-    return ToolMessage(
-        content=content,
-        tool_call_id=call["id"] or "",
-        name=call["name"],
-        status="error" if error else "success",
-        id=tool_result_id(ai.id or "", call["id"] or ""),
-    )
 
 
 def _rejection(call: ToolCall, reason: str | None) -> str:
@@ -593,7 +270,7 @@ def _steps(
         if call["name"] not in tools:
             known = ", ".join(sorted(tools))
             text = f"Error: {call['name']!r} is not a tool here; the tools are: {known}."
-            steps.append(_Step(call, _answer(turn.ai, call, text, error=True)))
+            steps.append(_Step(call, answer(turn.ai_id, call, text, error=True)))
         elif decision is None or decision["type"] == "approve":
             steps.append(_Step(call))
         elif decision["type"] == "edit":
@@ -601,18 +278,19 @@ def _steps(
             steps.append(_Step(ToolCall(**{**call, "args": args}), edited=True))
         elif decision["type"] == "reject":
             text = _rejection(call, decision.get("message"))
-            steps.append(_Step(call, _answer(turn.ai, call, text, error=True)))
+            steps.append(_Step(call, answer(turn.ai_id, call, text, error=True)))
         else:
-            steps.append(_Step(call, _answer(turn.ai, call, decision["message"], error=False)))
+            steps.append(_Step(call, answer(turn.ai_id, call, decision["message"], error=False)))
     return steps
 
 
 def _edited_message(ai: AIMessage, steps: Sequence[_Step]) -> AIMessage | None:
     """``ai`` with the reviewer's args in its calls (same id), or ``None`` without edits.
 
-    The provider-format copies of the calls (OpenAI ``additional_kwargs["tool_calls"]``,
-    Anthropic ``tool_use`` content blocks) are updated too, so no format shows the
-    model's original arguments as the ones that ran.
+    The provider-format copies of the calls are updated too, so no format shows the
+    model's original arguments as the ones that ran: OpenAI ``additional_kwargs
+    ["tool_calls"]``, and the content blocks carrying the call id: LangChain v1
+    ``tool_call``, Anthropic ``tool_use``, OpenAI Responses ``function_call``.
     """
     edits = {step.call["id"]: step.call["args"] for step in steps if step.edited}
     if not edits:
@@ -643,58 +321,88 @@ def _edit_raw_call(item: object, edits: Mapping[str | None, dict[str, Any]]) -> 
 
 
 def _edit_block(block: object, edits: Mapping[str | None, dict[str, Any]]) -> object:
-    if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in edits:
+    if not isinstance(block, dict):
+        return block
+    kind = block.get("type")
+    if kind == "tool_use" and block.get("id") in edits:  # Anthropic
         return {**block, "input": edits[block["id"]]}
+    if kind == "tool_call" and block.get("id") in edits:  # LangChain v1 standard block
+        return {**block, "args": edits[block["id"]]}
+    if kind == "function_call" and block.get("call_id") in edits:  # OpenAI Responses
+        arguments = json.dumps(edits[block["call_id"]], ensure_ascii=False)
+        return {**block, "arguments": arguments}
     return block
 
 
-# -- running the tools --------------------------------------------------------------------
-def _as_result(output: object, ai: AIMessage, call: ToolCall) -> ToolMessage:
-    """The tool's output as the call's result, with the deterministic id."""
-    if isinstance(output, Command):
-        raise InvalidArgumentError(
-            f"tool {call['name']!r} returned a Command; ApprovalToolNode takes results "
-            "only (return a string, content blocks or a ToolMessage)"
-        )
-    if not isinstance(output, ToolMessage):
-        content = output if isinstance(output, str | list) else json.dumps(output, default=str)
-        output = ToolMessage(content=content, tool_call_id=call["id"] or "")
-    return output.model_copy(
-        update={
-            "id": tool_result_id(ai.id or "", call["id"] or ""),
-            "tool_call_id": call["id"] or "",
-            "name": call["name"],
-        }
-    )
-
-
-def _error_result(
-    exc: Exception, handler: HandleToolErrors, ai: AIMessage, call: ToolCall
-) -> ToolMessage:
-    if handler is False or isinstance(exc, GraphBubbleUp):
-        raise exc
-    if isinstance(handler, str):
-        content = handler
-    elif callable(handler):
-        content = handler(exc)
-    else:
-        content = f"Error: the tool {call['name']!r} raised {type(exc).__name__}: {exc}"
-    return _answer(ai, call, content, error=True)
-
-
-def _tool_input(call: ToolCall) -> dict[str, Any]:
-    return {**call, "type": "tool_call"}
-
-
-def _require_run(node: str, gated: Sequence[tuple[ToolCall, _Gate]]) -> None:
-    try:
-        get_config()
-    except RuntimeError:
-        ids = [call["id"] for call, _ in gated]
+# -- where the node runs ------------------------------------------------------------------
+def _check_reviewable(node: str, run: GraphRun | None, gated: Sequence[ToolCall]) -> None:
+    """Raise unless the run can ask for reviews: a graph run with a checkpointer."""
+    ids = [call["id"] for call in gated]
+    if run is None:
         raise InvalidArgumentError(
             f"{node}: the tool calls {ids} need a reviewer's decision, which is asked with "
             "interrupt(): run the node in a graph compiled with a checkpointer"
-        ) from None
+        )
+    if get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is None:
+        raise InvalidArgumentError(
+            f"{node}: the tool calls {ids} need a reviewer's decision, asked with "
+            "interrupt(), but the graph was compiled without a checkpointer, so the "
+            "interrupt could never be resumed: compile(checkpointer=...) it"
+        )
+
+
+# LangGraph keeps a plain (not keyed by id) resume value among the step's pending writes
+# after an interrupt consumed it, and gives it to the next interrupt of the step that has
+# no answer (langgraph issue #8837). The review consumes such a value; a tool that
+# interrupts later in the same step would get it in a later run. A run resumed with a
+# map was given no plain value, so any there is stale: it is consumed before the tools
+# run. LangGraph has no public API for this; the two configurable keys are
+# langgraph._internal._constants.CONFIG_KEY_RESUME_MAP and CONFIG_KEY_SCRATCHPAD
+# (a test fails loudly if they change).
+RESUME_MAP_KEY = "__pregel_resume_map"
+SCRATCHPAD_KEY = "__pregel_scratchpad"
+
+
+def _drop_stale_resume() -> None:
+    configurable = get_config().get("configurable", {})
+    if RESUME_MAP_KEY not in configurable:
+        return
+    consume = getattr(configurable.get(SCRATCHPAD_KEY), "get_null_resume", None)
+    if callable(consume):
+        consume(True)
+
+
+# Set by the node around each tool task it starts in a sync run; LangGraph copies the
+# context into the task's thread, so the task can say it started (see _start_in_order).
+_STARTED: ContextVar[threading.Event | None] = ContextVar("stm_tool_started", default=None)
+
+
+def _start_in_order(start: Callable[[], Any]) -> Any:
+    """Call ``start`` (which starts a task) and wait until the task began or is done.
+
+    The tasks of a turn run concurrently, but each begins only once the previous one
+    has, so the tools start in ``tool_calls`` order (LangGraph alone starts them in no
+    particular order). A saved result is a future that is already done.
+    """
+    started = threading.Event()
+    token = _STARTED.set(started)
+    try:
+        future = start()
+    finally:
+        _STARTED.reset(token)
+    future.add_done_callback(lambda _: started.set())
+    started.wait()
+    return future
+
+
+def _sync_outcomes(futures: Sequence[Any]) -> list[object]:
+    outcomes: list[object] = []
+    for future in futures:
+        try:
+            outcomes.append(future.result())
+        except Exception as exc:  # every task is awaited before anything is raised
+            outcomes.append(exc)
+    return outcomes
 
 
 # -- the node -----------------------------------------------------------------------------
@@ -703,24 +411,28 @@ class ApprovalToolNode(StateNode):
 
     Args:
         tools: the tools, as ``BaseTool`` objects or plain functions (converted with
-            ``langchain_core.tools.tool``); names must be unique.
+            ``langchain_core.tools.tool``); names must be unique. A tool with injected
+            parameters other than ``InjectedToolCallId`` (``InjectedState``,
+            ``InjectedStore``, ``ToolRuntime``...) or declared to return a ``Command``
+            is refused (the node fills neither, nor applies commands).
         interrupt_on: tool name -> ``True`` (every decision allowed), ``False`` (not
             gated) or an :class:`InterruptOnConfig`. Tools it does not name run without
             review; ``None`` gates every tool. A name that is not a tool is refused.
         interrupt_mode: ``"per_call"`` (one interrupt per gated call, answered by id)
             or ``"batched"`` (one interrupt per turn); see the module docstring.
         name: the node name.
-        messages_key: the state key holding the messages.
+        messages_key: the state key holding the messages (read and updated).
+        artifacts_key: the state key the artifact records of offloaded results are
+            added to; ``None`` records none. Only used with ``offload_over_tokens``.
         handle_tool_errors: see :data:`HandleToolErrors`.
         offload_over_tokens: a result over this many tokens is offloaded (see
             :class:`~langgraph_stm._offload.Offloader`); ``None`` never offloads.
         token_counter, store: passed to the offloader (only with ``offload_over_tokens``).
 
     The update is ``{messages_key: [edited AI message?, result, ...]}`` plus
-    ``"artifacts"`` when a result was offloaded; ``{}`` when the last unit has no
-    unanswered call. A call to an unknown tool gets an error result, never an
-    exception. Tools read their arguments only: ``InjectedState`` and ``ToolRuntime``
-    parameters are not filled in (``InjectedToolCallId`` is).
+    ``{artifacts_key: [...]}`` when a result was offloaded; ``{}`` when the last unit
+    has no unanswered call. A call to an unknown tool gets an error result, never an
+    exception.
     """
 
     def __init__(
@@ -731,22 +443,24 @@ class ApprovalToolNode(StateNode):
         interrupt_mode: InterruptMode = "per_call",
         name: str = "tools",
         messages_key: str = "messages",
+        artifacts_key: str | None = "artifacts",
         handle_tool_errors: HandleToolErrors = True,
         offload_over_tokens: int | None = None,
         token_counter: TokenCounterLike | None = None,
         store: BaseStore | StoreFunction | None = None,
     ) -> None:
         super().__init__(name=name)
-        self.node_name = name
-        self.tools_by_name = _as_tools(tools)
-        self.gates = _resolve_policy(interrupt_on, self.tools_by_name)
+        self.tools_by_name = as_tools(tools)
+        self._gates = resolve_policy(interrupt_on, self.tools_by_name)
+        self._schemas: dict[str, ArgsSchema] = {
+            tool_name: args_schema(tool) for tool_name, tool in self.tools_by_name.items()
+        }
         check_choice("interrupt_mode", interrupt_mode, InterruptMode)
         self.interrupt_mode: InterruptMode = interrupt_mode
-        if not isinstance(messages_key, str) or not messages_key:
-            raise InvalidArgumentError(
-                f"messages_key must be a non-empty str, got {messages_key!r}"
-            )
-        self.messages_key = messages_key
+        self.messages_key = check_key("messages_key", messages_key)
+        self.artifacts_key = (
+            None if artifacts_key is None else check_key("artifacts_key", artifacts_key)
+        )
         if not isinstance(handle_tool_errors, bool | str) and not callable(handle_tool_errors):
             raise InvalidArgumentError(
                 "handle_tool_errors must be True, False, a str or a function of the "
@@ -763,28 +477,78 @@ class ApprovalToolNode(StateNode):
             if offload_over_tokens is None
             else Offloader(offload_over_tokens, token_counter=token_counter, store=store)
         )
+        # The tasks (see the module docstring). Their names, not the functions, identify
+        # a saved result (with the call's position in the node), so the sync and async
+        # runs of one thread share them. (cast: mypy cannot pick task()'s overload.)
+        as_task = cast(Any, task)
+        self._review_task: Callable[[ApprovalRequest], Any] = as_task(name="stm_tool_review")(
+            self._review
+        )
+        self._tool_task: Callable[[str, ToolCall], Any] = as_task(name="stm_tool_call")(
+            self._call_tool
+        )
+        self._atool_task: Callable[[str, ToolCall], Any] = as_task(name="stm_tool_call")(
+            self._acall_tool
+        )
 
     def __repr__(self) -> str:
         return (
-            f"ApprovalToolNode(tools={sorted(self.tools_by_name)}, gated={sorted(self.gates)}, "
+            f"ApprovalToolNode(tools={sorted(self.tools_by_name)}, gated={sorted(self._gates)}, "
             f"interrupt_mode={self.interrupt_mode!r}, name={self.name!r})"
         )
 
-    # -- the three phases, shared by run and arun --
-    def _turn(self, state: Any) -> _Turn | None:
-        values = read_state(state, self.node_name, (self.messages_key,))
-        return _pending_turn(messages_of(values, self.messages_key, self.node_name))
+    @property
+    def _where(self) -> str:
+        """How errors name the node."""
+        return f"ApprovalToolNode {self.name!r}"
 
-    def _gated(self, turn: _Turn) -> list[tuple[ToolCall, _Gate]]:
-        gated = [(c, self.gates.get(c["name"])) for c in turn.calls]
+    # -- the phases, shared by run and arun --
+    def _turn(self, state: Any) -> _Turn | None:
+        keys = (self.messages_key, *((self.artifacts_key,) if self.artifacts_key else ()))
+        values = read_state(state, self._where, keys)
+        turn = _pending_turn(messages_of(values, self.messages_key, self._where))
+        keyed = self.offloader is not None and self.artifacts_key
+        if turn is not None and keyed and self.artifacts_key not in values:
+            raise InvalidArgumentError(
+                f"{self._where}: offload_over_tokens records each offloaded result under "
+                f"{self.artifacts_key!r}, which the state does not have (keys: "
+                f"{sorted(map(str, values))}): use a state with that list (STMState has "
+                "'artifacts'), pass artifacts_key= to name another, or "
+                "artifacts_key=None to keep no records"
+            )
+        return turn
+
+    def _gated(self, turn: _Turn) -> list[tuple[ToolCall, Gate]]:
+        gated = [(c, self._gates.get(c["name"])) for c in turn.calls]
         return [(c, g) for c, g in gated if g is not None and c["name"] in self.tools_by_name]
 
-    def _ask_batch(self, turn: _Turn, gated: Sequence[tuple[ToolCall, _Gate]]) -> list[Decision]:
-        answer: dict[str, list[Decision]] = interrupt(
-            _batched_request(turn.ai, gated),
-            response_schema=_batch_schema([_Asked.of(c, g) for c, g in gated]),
+    def _asked(self, call: ToolCall, gate: Gate) -> Asked:
+        return Asked.of(call, gate, self._schemas.get(call["name"]))
+
+    def _review(self, request: ApprovalRequest) -> Decision:
+        """One gated call's review, run as a task: its answer is saved apart from the others'.
+
+        Its input is the (serializable) request alone; the answer's schema is rebuilt from
+        it and the tool's argument schema.
+        """
+        asked = Asked(
+            request["tool_call_id"],
+            request["name"],
+            tuple(request["allowed_decisions"]),
+            self._schemas.get(request["name"]),
         )
-        return answer["decisions"]
+        decision: Decision = interrupt(request, response_schema=decision_schema(asked))
+        return decision
+
+    def _ask_batch(self, turn: _Turn, gated: Sequence[tuple[ToolCall, Gate]]) -> list[Decision]:
+        reply: dict[str, list[Decision]] = interrupt(
+            batched_request(turn.ai, gated),
+            response_schema=batch_schema([self._asked(c, g) for c, g in gated]),
+        )
+        return reply["decisions"]
+
+    def _requests(self, turn: _Turn, gated: Sequence[tuple[ToolCall, Gate]]) -> list[Any]:
+        return [approval_request(turn.ai, c, g) for c, g in gated]
 
     def _update(
         self, turn: _Turn, steps: Sequence[_Step], results: list[ToolMessage], offloaded: list[Any]
@@ -797,30 +561,43 @@ class ApprovalToolNode(StateNode):
                 artifacts.append(done.artifact)
         edited = _edited_message(turn.ai, steps)
         update: dict[str, Any] = {self.messages_key: [edited, *messages] if edited else messages}
-        if artifacts:
-            update["artifacts"] = artifacts
+        if artifacts and self.artifacts_key:
+            update[self.artifacts_key] = artifacts
         return update
 
-    def _run_step(self, turn: _Turn, step: _Step, config: RunnableConfig | None) -> ToolMessage:
-        if step.answer is not None:
-            return step.answer
-        try:
-            output = self.tools_by_name[step.call["name"]].invoke(_tool_input(step.call), config)
-            return _as_result(output, turn.ai, step.call)
-        except Exception as exc:
-            return _error_result(exc, self.handle_tool_errors, turn.ai, step.call)
+    def _merge(self, steps: Sequence[_Step], ran: Sequence[object]) -> list[ToolMessage]:
+        """The result of every step, in order: its answer, or the next result in ``ran``."""
+        outputs = iter(cast(list[ToolMessage], collect(ran)))
+        return [step.answer if step.answer is not None else next(outputs) for step in steps]
 
-    async def _arun_step(
-        self, turn: _Turn, step: _Step, config: RunnableConfig | None
-    ) -> ToolMessage:
-        if step.answer is not None:
-            return step.answer
-        tool = self.tools_by_name[step.call["name"]]
+    # -- one call --
+    def _run_call(self, ai_id: str, call: ToolCall, config: RunnableConfig | None) -> Any:
+        """Run one call and return its result (or raise, per ``handle_tool_errors``)."""
         try:
-            output = await tool.ainvoke(_tool_input(step.call), config)
-            return _as_result(output, turn.ai, step.call)
+            output = self.tools_by_name[call["name"]].invoke(tool_input(call), config)
+            return as_result(output, ai_id, call)
         except Exception as exc:
-            return _error_result(exc, self.handle_tool_errors, turn.ai, step.call)
+            return error_result(exc, self.handle_tool_errors, ai_id, call)
+
+    async def _arun_call(self, ai_id: str, call: ToolCall, config: RunnableConfig | None) -> Any:
+        """Async twin of :meth:`_run_call`."""
+        try:
+            output = await self.tools_by_name[call["name"]].ainvoke(tool_input(call), config)
+            return as_result(output, ai_id, call)
+        except Exception as exc:
+            return error_result(exc, self.handle_tool_errors, ai_id, call)
+
+    def _call_tool(self, ai_id: str, call: ToolCall) -> Any:
+        """One call as a task: its result is saved with the checkpoint. The tool runs
+        under the task's own config, so an ``interrupt()`` in it belongs to the task."""
+        started = _STARTED.get()
+        if started is not None:
+            started.set()
+        return self._run_call(ai_id, call, None)
+
+    async def _acall_tool(self, ai_id: str, call: ToolCall) -> Any:
+        """Async twin of :meth:`_call_tool`."""
+        return await self._arun_call(ai_id, call, None)
 
     # -- sync --
     def run(self, state: Any, config: RunnableConfig | None) -> dict[str, Any]:
@@ -828,21 +605,36 @@ class ApprovalToolNode(StateNode):
         turn = self._turn(state)
         if turn is None:
             return {}
+        run = graph_run()
+        if run == "async-loop":
+            raise InvalidArgumentError(
+                f"{self._where}: called synchronously inside an async node, where its tasks "
+                "cannot be waited for: use `await node.ainvoke(state, config)` there"
+            )
         decisions: dict[str, Decision] = {}
         if gated := self._gated(turn):
-            _require_run(self.node_name, gated)
+            _check_reviewable(self._where, run, [c for c, _ in gated])
             if self.interrupt_mode == "batched":
                 answers = self._ask_batch(turn, gated)
             else:
-                futures = [_review(_approval_request(turn.ai, c, g)) for c, g in gated]
-                answers = _collect(_sync_outcomes(futures))
+                futures = [self._review_task(r) for r in self._requests(turn, gated)]
+                answers = cast(list[Decision], collect(_sync_outcomes(futures)))
             decisions = {c["id"] or "": d for (c, _), d in zip(gated, answers, strict=True)}
         steps = _steps(turn, decisions, self.tools_by_name)
-        if sum(step.answer is None for step in steps) > 1:
+        calls = [step.call for step in steps if step.answer is None]
+        ran: list[object]
+        if run is not None:
+            _drop_stale_resume()
+            futures = [
+                _start_in_order(partial(self._tool_task, turn.ai_id, call)) for call in calls
+            ]
+            ran = _sync_outcomes(futures)
+        elif len(calls) > 1:
             with get_executor_for_config(config) as executor:
-                results = list(executor.map(lambda s: self._run_step(turn, s, config), steps))
+                ran = list(executor.map(lambda c: self._run_call(turn.ai_id, c, config), calls))
         else:
-            results = [self._run_step(turn, step, config) for step in steps]
+            ran = [self._run_call(turn.ai_id, call, config) for call in calls]
+        results = self._merge(steps, ran)
         offloader = self.offloader
         offloaded = (
             [] if offloader is None else [offloader.offload(m, config=config) for m in results]
@@ -855,17 +647,31 @@ class ApprovalToolNode(StateNode):
         turn = self._turn(state)
         if turn is None:
             return {}
+        run = graph_run()
+        if run not in (None, "async-loop"):
+            raise InvalidArgumentError(
+                f"{self._where}: awaited outside the event loop of its graph run, where its "
+                "tasks cannot be awaited: call `node.invoke(state, config)` there"
+            )
         decisions: dict[str, Decision] = {}
         if gated := self._gated(turn):
-            _require_run(self.node_name, gated)
+            _check_reviewable(self._where, run, [c for c, _ in gated])
             if self.interrupt_mode == "batched":
                 answers = self._ask_batch(turn, gated)
             else:
-                futures = [_review(_approval_request(turn.ai, c, g)) for c, g in gated]
-                answers = _collect(await asyncio.gather(*futures, return_exceptions=True))
+                futures = [self._review_task(r) for r in self._requests(turn, gated)]
+                outcomes = await asyncio.gather(*futures, return_exceptions=True)
+                answers = cast(list[Decision], collect(outcomes))
             decisions = {c["id"] or "": d for (c, _), d in zip(gated, answers, strict=True)}
         steps = _steps(turn, decisions, self.tools_by_name)
-        results = list(await asyncio.gather(*(self._arun_step(turn, s, config) for s in steps)))
+        calls = [step.call for step in steps if step.answer is None]
+        if run is not None:
+            _drop_stale_resume()
+            pending = [self._atool_task(turn.ai_id, call) for call in calls]
+        else:
+            pending = [self._arun_call(turn.ai_id, call, config) for call in calls]
+        ran = list(await asyncio.gather(*pending, return_exceptions=True))
+        results = self._merge(steps, ran)
         offloader = self.offloader
         offloaded = (
             []

@@ -68,6 +68,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_stm._audit_context import record_injection
 from langgraph_stm._errors import BudgetExceededError, InvalidArgumentError
 from langgraph_stm._node import StateNode
 from langgraph_stm._policy import (
@@ -77,6 +78,7 @@ from langgraph_stm._policy import (
     StartOn,
     check_choice,
     check_counter,
+    check_key,
     check_max_tokens,
     flatten,
     messages_of,
@@ -95,7 +97,7 @@ from langgraph_stm._state import (
     check_state_values,
 )
 from langgraph_stm._tokens import TokenCounterLike
-from langgraph_stm._units import group_units
+from langgraph_stm._units import RepairCause, group_units
 
 __all__ = [
     "CONTEXT_BLOCK_ID",
@@ -293,7 +295,14 @@ class ContextResult:
         return {output_key: list(self.messages)}
 
 
-def _check_options(recent_units: object, *choices: tuple[str, object, object]) -> None:
+def _check_options(
+    recent_units: object, system_prompt: object, *choices: tuple[str, object, object]
+) -> None:
+    if system_prompt is not None and not isinstance(system_prompt, str | SystemMessage):
+        raise InvalidArgumentError(
+            "system_prompt must be a str, a SystemMessage or None, "
+            f"got {type(system_prompt).__name__}"
+        )
     for name, value, allowed in choices:
         check_choice(name, value, allowed)
     if not isinstance(recent_units, int) or isinstance(recent_units, bool) or recent_units < 0:
@@ -310,6 +319,7 @@ def build_context(
     recent_units: int = 6,
     start_on: StartOn = "human",
     on_invalid: OnInvalid = "raise",
+    repair_cause: RepairCause = "superseded",
     on_overflow: OnOverflow = "raise",
 ) -> ContextResult:
     """Assemble the model input of one call from ``state`` within ``max_tokens``.
@@ -334,15 +344,17 @@ def build_context(
     check_max_tokens(max_tokens)
     _check_options(
         recent_units,
+        system_prompt,
         ("start_on", start_on, StartOn),
         ("on_invalid", on_invalid, OnInvalid),
+        ("repair_cause", repair_cause, RepairCause),
         ("on_overflow", on_overflow, OnOverflow),
     )
     meter = Meter(token_counter)
     state = read_state(state, "build_context", (messages_key, *STM_FIELDS))
     check_state_values(state)
     source = messages_of(state, messages_key, "build_context")
-    working, _ = prepare(source, on_invalid)
+    working, _ = prepare(source, on_invalid, repair_cause)
     units = group_units(working)
     facts = protected(units)
     offset = 1 if facts.leading else 0
@@ -350,7 +362,7 @@ def build_context(
     assert leading is None or isinstance(leading, SystemMessage)
     units = units[offset:]
     latest_human = None if facts.latest_human is None else facts.latest_human - offset
-    mandatory = frozenset(i - offset for i in (facts.pending, facts.latest_human) if i is not None)
+    mandatory = frozenset(i - offset for i in facts.mandatory if i >= offset)
     sys_msg = _system_message(system_prompt, leading)
     head: list[BaseMessage] = [sys_msg] if sys_msg is not None else []
 
@@ -388,7 +400,7 @@ def build_context(
                 max_tokens=max_tokens,
             )
         return _result(
-            mandatory_messages, required, max_tokens, True, False, [], source, omitted_all
+            mandatory_messages, required, max_tokens, True, False, [], source, omitted_all, state
         )
 
     remaining = meter.budget_left(max_tokens, required, mandatory_messages)
@@ -445,6 +457,7 @@ def build_context(
                 artifact_ids,
                 source,
                 omitted_all,
+                state,
             )
         # Only with a counter that is not additive over messages: shed the oldest unit
         # first, then artifact summaries, then the summary.
@@ -472,9 +485,10 @@ def _result(
     artifact_ids: list[str],
     source: list[BaseMessage],
     omitted_all: tuple[str, ...],
+    state: Mapping[str, Any],
 ) -> ContextResult:
     present = {m.id for m in messages}
-    return ContextResult(
+    result = ContextResult(
         messages=list(messages),
         tokens=tokens,
         max_tokens=max_tokens,
@@ -483,6 +497,8 @@ def _result(
         included_artifact_ids=tuple(artifact_ids),
         omitted_message_ids=tuple(i for i in omitted_all if i not in present),
     )
+    record_injection(None, result, state)  # the audit trail (no-op unless a saver audits)
+    return result
 
 
 class ContextNode(StateNode):
@@ -492,7 +508,10 @@ class ContextNode(StateNode):
     (``create_react_agent(..., pre_model_hook=ContextNode(max_tokens=...))``, or a node
     of your own graph before the model node). Options are those of
     :func:`build_context`, checked when the node is built; ``output_key`` names the
-    returned key.
+    returned key. ``llm_input_messages`` is the key LangGraph's prebuilt agents read;
+    in a ``StateGraph`` of your own, call :func:`build_context` inside the model node
+    instead (a state key for it would store the context in every checkpoint, and a
+    key the schema does not declare is dropped by LangGraph).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -511,6 +530,7 @@ class ContextNode(StateNode):
         recent_units: int = 6,
         start_on: StartOn = "human",
         on_invalid: OnInvalid = "raise",
+        repair_cause: RepairCause = "superseded",
         on_overflow: OnOverflow = "raise",
         messages_key: str = "messages",
         output_key: str = "llm_input_messages",
@@ -520,8 +540,10 @@ class ContextNode(StateNode):
         self.max_tokens = check_max_tokens(max_tokens)
         _check_options(
             recent_units,
+            system_prompt,
             ("start_on", start_on, StartOn),
             ("on_invalid", on_invalid, OnInvalid),
+            ("repair_cause", repair_cause, RepairCause),
             ("on_overflow", on_overflow, OnOverflow),
         )
         self.system_prompt = system_prompt
@@ -529,9 +551,10 @@ class ContextNode(StateNode):
         self.recent_units = recent_units
         self.start_on: StartOn = start_on
         self.on_invalid: OnInvalid = on_invalid
+        self.repair_cause: RepairCause = repair_cause
         self.on_overflow: OnOverflow = on_overflow
-        self.messages_key = messages_key
-        self.output_key = output_key
+        self.messages_key = check_key("messages_key", messages_key)
+        self.output_key = check_key("output_key", output_key)
 
     def __repr__(self) -> str:
         return f"ContextNode(max_tokens={self.max_tokens}, output_key={self.output_key!r})"
@@ -547,6 +570,7 @@ class ContextNode(StateNode):
             recent_units=self.recent_units,
             start_on=self.start_on,
             on_invalid=self.on_invalid,
+            repair_cause=self.repair_cause,
             on_overflow=self.on_overflow,
         )
 

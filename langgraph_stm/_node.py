@@ -16,15 +16,56 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Literal
 
+from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.config import get_config
 
 from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm._policy import read_state
 
-__all__ = ["StateNode", "read_state"]
+__all__ = ["GraphRun", "StateNode", "graph_run", "read_state"]
+
+# LangGraph has no public "is this code running inside a graph run?" predicate. A task
+# (langgraph.func.task) needs the run's call hook, which LangGraph keeps under this
+# configurable key (langgraph._internal._constants.CONFIG_KEY_CALL); a unit test fails
+# loudly if LangGraph renames it.
+PREGEL_CALL_KEY = "__pregel_call"
+
+GraphRun = Literal["sync", "async-thread", "async-loop"]
+
+
+def graph_run() -> GraphRun | None:
+    """How the calling code runs, which decides the task that can make a call durable.
+
+    ``None`` outside a graph run; ``"sync"`` in a sync run (``invoke``/``stream``, even
+    on a thread whose event loop is running); ``"async-thread"`` in a sync node of an
+    async run (a worker thread: a sync task can be waited for); ``"async-loop"`` in an
+    async node of an async run (only an async task can be awaited there). LangGraph's
+    async runs give nodes an ``AsyncCallbackManager`` (a unit test pins this), and its
+    async call hook returns an awaitable future exactly when called from a coroutine.
+    This is the one place the package decides it (summarize, approval, offload).
+
+    Example:
+        >>> graph_run() is None  # not inside a graph run
+        True
+    """
+    try:
+        config = get_config()
+    except RuntimeError:
+        return None
+    if PREGEL_CALL_KEY not in config.get("configurable", {}):
+        return None
+    if not isinstance(config.get("callbacks"), AsyncCallbackManager):
+        return "sync"
+    try:
+        in_coroutine = asyncio.current_task() is not None
+    except RuntimeError:
+        in_coroutine = False
+    return "async-loop" if in_coroutine else "async-thread"
 
 
 class StateNode(Runnable[Any, dict[str, Any]], ABC):

@@ -44,7 +44,7 @@ from langgraph_stm._tokens import (
     TokenCounterLike,
     default_token_counter,
 )
-from langgraph_stm._units import Unit, repair_updates
+from langgraph_stm._units import RepairCause, Unit, repair_updates
 
 __all__ = [
     "Meter",
@@ -55,6 +55,8 @@ __all__ = [
     "as_message_list",
     "check_choice",
     "check_counter",
+    "check_history_options",
+    "check_key",
     "check_max_tokens",
     "check_positive",
     "drop_promoted_notes",
@@ -93,6 +95,19 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...] | Any) -> No
     choices = allowed if isinstance(allowed, tuple) else get_args(allowed)
     if value not in choices:
         raise InvalidArgumentError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def check_key(name: str, value: object) -> str:
+    """Return ``value`` if it is a non-empty string (a state key), else raise."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_history_options(on_invalid: object, repair_cause: object) -> None:
+    """Check ``on_invalid`` and ``repair_cause``, the options every history feature takes."""
+    check_choice("on_invalid", on_invalid, OnInvalid)
+    check_choice("repair_cause", repair_cause, RepairCause)
 
 
 def check_counter(counter: object) -> TokenCounterLike:
@@ -156,18 +171,20 @@ def as_message_list(value: object, name: str = "messages") -> list[BaseMessage]:
 
 
 # -- a valid history -----------------------------------------------------------------------
-def prepare(messages: object, on_invalid: OnInvalid) -> tuple[list[BaseMessage], list[BaseMessage]]:
+def prepare(
+    messages: object, on_invalid: OnInvalid, cause: RepairCause = "superseded"
+) -> tuple[list[BaseMessage], list[BaseMessage]]:
     """Return ``(working history, repair updates)`` for ``on_invalid``.
 
     ``"raise"`` leaves the history as it is (grouping it then raises the one
     :class:`ToolPairError` every feature raises); ``"repair"`` applies
-    :func:`repair_history`'s updates to a copy and returns them too.
+    :func:`repair_history`'s updates to a copy, a dangling call's synthetic result
+    telling ``cause``, and returns them too.
     """
-    check_choice("on_invalid", on_invalid, OnInvalid)
     source = as_message_list(messages)
     if on_invalid == "raise":
         return source, []
-    updates = repair_updates(source)
+    updates = repair_updates(source, cause=cause)
     if updates and updates[0].id == REMOVE_ALL_MESSAGES:
         return list(updates[1:]), updates
     removed = {update.id for update in updates}

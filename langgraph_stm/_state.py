@@ -36,6 +36,7 @@ from typing import (
     TypeVar,
     cast,
     get_args,
+    get_type_hints,
 )
 
 from langchain_core.messages import AnyMessage
@@ -542,16 +543,22 @@ SUMMARY_CONTENT_FIELDS: tuple[str, ...] = tuple(
     name for name in Summary.__annotations__ if name not in ("version", "coverage")
 )
 """What a summarizer writes into a :class:`Summary` (its text and structured lists)."""
-REDUCED_FIELDS: frozenset[str] = frozenset(_RECORD_CHECKS) | {"last_error", "summary"}
-"""The structured fields whose reducer checks every write (``goal`` is a plain value)."""
+def _field_reducers() -> dict[str, Callable[[Any, Any], Any]]:
+    """The reducer of every structured field, read from :class:`STMState`'s annotations."""
+    hints = get_type_hints(STMState, include_extras=True)
+    reducers: dict[str, Callable[[Any, Any], Any]] = {}
+    for name in STM_FIELDS:
+        for meta in getattr(hints[name], "__metadata__", ()):
+            reducer = meta.reducer if isinstance(meta, _ReducedValue) else meta
+            if callable(reducer):
+                reducers[name] = reducer
+                break
+    return reducers
 
-_FULL_VALUE: dict[str, Callable[[Any, Any], Any]] = {
-    "plan": merge_plan,
-    "constraints": merge_constraints,
-    "artifacts": merge_artifacts,
-    "last_error": set_last_error,
-    "summary": update_summary,
-}
+
+_REDUCERS = _field_reducers()
+REDUCED_FIELDS: frozenset[str] = frozenset(_REDUCERS)
+"""The structured fields whose reducer checks every write (``goal`` is a plain value)."""
 
 
 def check_state_values(state: Mapping[str, Any]) -> None:
@@ -571,7 +578,7 @@ def check_state_values(state: Mapping[str, Any]) -> None:
     goal = state.get("goal")
     if goal is not None and not isinstance(goal, str):
         raise StateUpdateError("goal", f"expected a string or None, got {type(goal).__name__}")
-    for field, reducer in _FULL_VALUE.items():
+    for field, reducer in _REDUCERS.items():
         value = state.get(field)
         if value is None:
             continue

@@ -67,26 +67,25 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_stm._errors import InvalidArgumentError, SummarizationError
-from langgraph_stm._node import StateNode
+from langgraph_stm._node import StateNode, graph_run
 from langgraph_stm._policy import (
+    Meter,
     OnInvalid,
-    check_choice,
     check_counter,
+    check_history_options,
+    check_key,
     check_positive,
     drop_promoted_notes,
     messages_of,
@@ -94,7 +93,7 @@ from langgraph_stm._policy import (
     protected,
     read_state,
 )
-from langgraph_stm._state import Constraint, PlanStep, Summary, SummaryCoverage
+from langgraph_stm._state import Constraint, PlanStep, Summary, SummaryCoverage, check_state_values
 from langgraph_stm._summarizers import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     ChatModelSummarizer,
@@ -106,7 +105,7 @@ from langgraph_stm._summarizers import (
     default_text_counter,
 )
 from langgraph_stm._tokens import TokenCounter, TokenCounterLike
-from langgraph_stm._units import group_units
+from langgraph_stm._units import RepairCause, group_units
 
 __all__ = [
     "SummarizeNode",
@@ -190,14 +189,18 @@ class _Plan:
 
 
 def _check_options(
-    trigger_tokens: object, keep_tokens: object, max_summary_tokens: object, on_invalid: object
+    trigger_tokens: object,
+    keep_tokens: object,
+    max_summary_tokens: object,
+    on_invalid: object,
+    repair_cause: object,
 ) -> None:
     trigger = check_positive("trigger_tokens", trigger_tokens)
     keep = check_positive("keep_tokens", keep_tokens)
     check_positive("max_summary_tokens", max_summary_tokens)
     if keep > trigger:
         raise InvalidArgumentError(f"keep_tokens must be <= trigger_tokens ({trigger}), got {keep}")
-    check_choice("on_invalid", on_invalid, OnInvalid)
+    check_history_options(on_invalid, repair_cause)
 
 
 def _check_inputs(
@@ -206,10 +209,6 @@ def _check_inputs(
     state: object,
     token_counter: object,
 ) -> None:
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise InvalidArgumentError(
-            f"messages must be a list of LangChain messages, got {type(messages).__name__}"
-        )
     if running_summary is not None:
         version = running_summary.get("version") if isinstance(running_summary, Mapping) else None
         if not isinstance(version, int) or isinstance(version, bool):
@@ -218,10 +217,12 @@ def _check_inputs(
                 f"got {type(running_summary).__name__}"
                 + (f" with version={version!r}" if isinstance(running_summary, Mapping) else "")
             )
-    if state is not None and not isinstance(state, Mapping):
-        raise InvalidArgumentError(
-            f"state must be a mapping (the graph state), got {type(state).__name__}"
-        )
+    if state is not None:
+        if not isinstance(state, Mapping):
+            raise InvalidArgumentError(
+                f"state must be a mapping (the graph state), got {type(state).__name__}"
+            )
+        check_state_values(state)
     check_counter(token_counter)
 
 
@@ -231,10 +232,12 @@ def _plan(
     keep_tokens: int,
     counter: TokenCounterLike,
     on_invalid: OnInvalid,
+    cause: RepairCause = "superseded",
 ) -> _Plan:
-    history, repair = prepare(messages, on_invalid)
+    history, repair = prepare(messages, on_invalid, cause)
     units = group_units(history)
-    before = counter(history)
+    meter = Meter(counter)
+    before = meter.total(history)
     if before <= trigger_tokens:
         return _Plan(history, history, (), before, before, True, tuple(repair))
     facts = protected(units)
@@ -249,11 +252,11 @@ def _plan(
     # Smallest k (units folded, oldest first, k <= stop - start) so the rest fits
     # keep_tokens; the count of the rest only shrinks as k grows: binary search.
     low, high = 1, stop - start
-    if high == 0 or counter(kept_after(high)) > keep_tokens:
+    if high == 0 or meter.total(kept_after(high)) > keep_tokens:
         low = high
     while low < high:
         middle = (low + high) // 2
-        if counter(kept_after(middle)) <= keep_tokens:
+        if meter.total(kept_after(middle)) <= keep_tokens:
             high = middle
         else:
             low = middle + 1
@@ -265,7 +268,7 @@ def _plan(
         low = (order[start] if len(order) > start else len(units)) - start
     kept = kept_after(low)
     evicted = tuple(m for unit in units[start : start + low] for m in unit.messages)
-    after = counter(kept) if evicted else before
+    after = meter.total(kept) if evicted else before
     return _Plan(history, kept, evicted, before, after, after <= keep_tokens, tuple(repair))
 
 
@@ -368,38 +371,7 @@ def _result(plan: _Plan, previous: Summary | None, summary: Summary | None) -> S
 
 # --- durable summarizer calls inside a graph run ---------------------------------------------
 
-# LangGraph has no public "is this code running inside a graph run?" predicate. A task
-# (langgraph.func.task) needs the run's call hook, which LangGraph keeps under this
-# configurable key (langgraph._internal._constants.CONFIG_KEY_CALL); a unit test fails
-# loudly if LangGraph renames it.
-_PREGEL_CALL_KEY = "__pregel_call"
-
-GraphRun = Literal["sync", "async-thread", "async-loop"]
-
-
-def _graph_run() -> GraphRun | None:
-    """How the calling code runs, which decides the task that can make its call durable.
-
-    ``None`` outside a graph run; ``"sync"`` in a sync run (``invoke``/``stream``, even
-    on a thread whose event loop is running); ``"async-thread"`` in a sync node of an
-    async run (a worker thread: a sync task can be waited for); ``"async-loop"`` in an
-    async node of an async run (only the async task can be awaited there). LangGraph's
-    async runs give nodes an ``AsyncCallbackManager`` (a unit test pins this), and its
-    async call hook returns an awaitable future exactly when called from a coroutine.
-    """
-    try:
-        config = get_config()
-    except RuntimeError:
-        return None
-    if _PREGEL_CALL_KEY not in config.get("configurable", {}):
-        return None
-    if not isinstance(config.get("callbacks"), AsyncCallbackManager):
-        return "sync"
-    try:
-        in_coroutine = asyncio.current_task() is not None
-    except RuntimeError:
-        in_coroutine = False
-    return "async-loop" if in_coroutine else "async-thread"
+_graph_run = graph_run  # the one decision lives in langgraph_stm._node
 
 
 def _draft_from(value: Mapping[str, Any]) -> SummaryDraft:
@@ -480,6 +452,7 @@ def summarize_history(
     state: Mapping[str, Any] | None = None,
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
     on_invalid: OnInvalid = "raise",
+    repair_cause: RepairCause = "superseded",
 ) -> SummarizeResult:
     """Fold the oldest whole units into the running summary when over ``trigger_tokens``.
 
@@ -499,6 +472,8 @@ def summarize_history(
         on_invalid: ``"raise"`` (:class:`ToolPairError` for a broken history) or
             ``"repair"`` (fix it first with :func:`~langgraph_stm.repair_history`;
             the result's :meth:`~SummarizeResult.update` carries the repair).
+        repair_cause: what a repaired call's synthetic result says happened to it
+            (see :data:`~langgraph_stm.typing.RepairCause`).
 
     Raises :class:`SummarizationError` (chained) if the summarizer raises or answers
     invalidly; nothing is modified. Example (a counter of one token per message):
@@ -523,11 +498,11 @@ def summarize_history(
         - [request] Find flights to Rome.
         - [tool] flights(to="FCO") -> AZ204 at 10:05, 120 EUR
     """
-    _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid)
+    _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid, repair_cause)
     _check_inputs(messages, running_summary, state, token_counter)
     resolved = _resolve(summarizer)
     counter = check_counter(token_counter)
-    plan = _plan(messages, trigger_tokens, keep_tokens, counter, on_invalid)
+    plan = _plan(messages, trigger_tokens, keep_tokens, counter, on_invalid, repair_cause)
     if not plan.evicted:
         return _result(plan, running_summary, running_summary)
     request = _request(plan, running_summary, state, max_summary_tokens, counter)
@@ -546,6 +521,7 @@ async def asummarize_history(
     state: Mapping[str, Any] | None = None,
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
     on_invalid: OnInvalid = "raise",
+    repair_cause: RepairCause = "superseded",
 ) -> SummarizeResult:
     """Async twin of :func:`summarize_history`: the summarizer's ``asummarize`` is awaited.
 
@@ -558,11 +534,11 @@ async def asummarize_history(
         >>> result.summarized_ids
         ('h0', 'h1', 'h2')
     """
-    _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid)
+    _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid, repair_cause)
     _check_inputs(messages, running_summary, state, token_counter)
     resolved = _resolve(summarizer)
     counter = check_counter(token_counter)
-    plan = _plan(messages, trigger_tokens, keep_tokens, counter, on_invalid)
+    plan = _plan(messages, trigger_tokens, keep_tokens, counter, on_invalid, repair_cause)
     if not plan.evicted:
         return _result(plan, running_summary, running_summary)
     request = _request(plan, running_summary, state, max_summary_tokens, counter)
@@ -606,20 +582,22 @@ class SummarizeNode(StateNode):
         token_counter: TokenCounterLike | None = None,
         max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
         on_invalid: OnInvalid = "raise",
+        repair_cause: RepairCause = "superseded",
         messages_key: str = "messages",
         summary_key: str = "summary",
         name: str = "summarize",
     ) -> None:
         super().__init__(name=name)
-        _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid)
+        _check_options(trigger_tokens, keep_tokens, max_summary_tokens, on_invalid, repair_cause)
         self.summarizer: Summarizer = _resolve(summarizer)
         self.trigger_tokens = trigger_tokens
         self.keep_tokens = keep_tokens
         self.token_counter: TokenCounterLike = check_counter(token_counter)
         self.max_summary_tokens = max_summary_tokens
         self.on_invalid: OnInvalid = on_invalid
-        self.messages_key = messages_key
-        self.summary_key = summary_key
+        self.repair_cause: RepairCause = repair_cause
+        self.messages_key = check_key("messages_key", messages_key)
+        self.summary_key = check_key("summary_key", summary_key)
 
     def __repr__(self) -> str:
         return (
@@ -640,6 +618,7 @@ class SummarizeNode(StateNode):
             "state": values,
             "max_summary_tokens": self.max_summary_tokens,
             "on_invalid": self.on_invalid,
+            "repair_cause": self.repair_cause,
         }
 
     def result(self, state: object) -> SummarizeResult:

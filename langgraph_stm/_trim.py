@@ -85,6 +85,8 @@ from langgraph_stm._policy import (
     StartOn,
     check_choice,
     check_counter,
+    check_history_options,
+    check_key,
     check_max_tokens,
     drop_promoted_notes,
     flatten,
@@ -95,16 +97,18 @@ from langgraph_stm._policy import (
     start_at_human,
 )
 from langgraph_stm._tokens import TokenCounterLike
-from langgraph_stm._units import Unit, group_units
+from langgraph_stm._units import RepairCause, Unit, group_units
 
 __all__ = ["TrimNode", "TrimResult", "trim_history"]
 
 _get_id = attrgetter("id")
 
 
-def _check_options(start_on: object, on_invalid: object, on_overflow: object) -> None:
+def _check_options(
+    start_on: object, on_invalid: object, repair_cause: object, on_overflow: object
+) -> None:
     check_choice("start_on", start_on, StartOn)
-    check_choice("on_invalid", on_invalid, OnInvalid)
+    check_history_options(on_invalid, repair_cause)
     check_choice("on_overflow", on_overflow, OnOverflow)
 
 
@@ -149,6 +153,7 @@ def trim_history(
     token_counter: TokenCounterLike | None = None,
     start_on: StartOn = "human",
     on_invalid: OnInvalid = "raise",
+    repair_cause: RepairCause = "superseded",
     on_overflow: OnOverflow = "raise",
 ) -> TrimResult:
     """Keep the newest whole units of ``messages`` that fit ``max_tokens``.
@@ -175,9 +180,9 @@ def trim_history(
         []
     """
     check_max_tokens(max_tokens)
-    _check_options(start_on, on_invalid, on_overflow)
+    _check_options(start_on, on_invalid, repair_cause, on_overflow)
     meter = Meter(token_counter)
-    working, repair = prepare(messages, on_invalid)
+    working, repair = prepare(messages, on_invalid, repair_cause)
     original = list(messages) if repair else working
     units = group_units(working)
     facts = protected(units)
@@ -281,31 +286,34 @@ class TrimNode(StateNode):
         token_counter: TokenCounterLike | None = None,
         start_on: StartOn = "human",
         on_invalid: OnInvalid = "raise",
+        repair_cause: RepairCause = "superseded",
         on_overflow: OnOverflow = "raise",
         messages_key: str = "messages",
         name: str = "trim",
     ) -> None:
         super().__init__(name=name)
         self.max_tokens = check_max_tokens(max_tokens)
-        _check_options(start_on, on_invalid, on_overflow)
+        _check_options(start_on, on_invalid, repair_cause, on_overflow)
         self.token_counter = check_counter(token_counter)
         self.start_on: StartOn = start_on
         self.on_invalid: OnInvalid = on_invalid
+        self.repair_cause: RepairCause = repair_cause
         self.on_overflow: OnOverflow = on_overflow
-        self.messages_key = messages_key
+        self.messages_key = check_key("messages_key", messages_key)
 
     def __repr__(self) -> str:
         return f"TrimNode(max_tokens={self.max_tokens}, name={self.name!r})"
 
     def result(self, state: object) -> TrimResult:
         """Return the :class:`TrimResult` for ``state``."""
-        values = read_state(state, f"TrimNode {self.name!r}")
+        values = read_state(state, f"TrimNode {self.name!r}", (self.messages_key,))
         return trim_history(
             messages_of(values, self.messages_key, f"TrimNode {self.name!r}"),
             max_tokens=self.max_tokens,
             token_counter=self.token_counter,
             start_on=self.start_on,
             on_invalid=self.on_invalid,
+            repair_cause=self.repair_cause,
             on_overflow=self.on_overflow,
         )
 

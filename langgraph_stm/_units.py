@@ -613,7 +613,10 @@ class RepairResult:
 
 
 def repair_history(
-    messages: Sequence[BaseMessage], *, causes: Mapping[str, RepairCause] | None = None
+    messages: Sequence[BaseMessage],
+    *,
+    cause: RepairCause = "superseded",
+    causes: Mapping[str, RepairCause] | None = None,
 ) -> RepairResult:
     """Fix the tool-pair defects of a history, deterministically, with reducer updates.
 
@@ -622,8 +625,10 @@ def repair_history(
     - a misplaced result is moved right after its call's unit;
     - a dangling call gets a synthetic error ``ToolMessage`` right after its unit, with
       the id :func:`synthetic_result_id` derives from the call and a text that says
-      why it has no result: ``causes`` maps a tool call id to a :data:`RepairCause`
-      when the caller knows more than the history shows (default ``"superseded"``).
+      why it has no result: ``cause`` (default ``"superseded"``, all a history shows)
+      for every such call, or ``causes`` mapping one tool call id to its own
+      :data:`RepairCause` (a graph whose tools run in an ``ApprovalToolNode`` knows a
+      call cut off by a new message never ran: ``cause="not_approved"``).
 
     ``add_messages`` appends new messages and cannot insert or move one, so when a
     result has to go mid-history the update is ``RemoveMessage(id=REMOVE_ALL_MESSAGES)``
@@ -652,9 +657,9 @@ def repair_history(
         >>> repair_history(result.messages).update()
         {}
     """
-    source = list(messages)
+    source = _message_list(messages)
     problems = tuple(validate_history(source))
-    updates = repair_updates(source, causes=causes, problems=problems)
+    updates = repair_updates(source, cause=cause, causes=causes, problems=problems)
     if not updates:
         return RepairResult(source, problems, ())
     if updates[0].id == REMOVE_ALL_MESSAGES:
@@ -663,9 +668,18 @@ def repair_history(
     return RepairResult([m for m in source if m.id not in removed], problems, tuple(updates))
 
 
+def _message_list(messages: object) -> list[BaseMessage]:
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"messages must be a list of LangChain messages, got {type(messages).__name__}"
+        )
+    return list(messages)
+
+
 def repair_updates(
     messages: Sequence[BaseMessage],
     *,
+    cause: RepairCause = "superseded",
     causes: Mapping[str, RepairCause] | None = None,
     problems: Sequence[HistoryProblem] | None = None,
 ) -> list[BaseMessage]:
@@ -678,11 +692,9 @@ def repair_updates(
     if unrepairable:
         _raise_for(unrepairable, "repair the history")
     causes = causes or {}
-    for key, cause in causes.items():
-        if cause not in _CAUSE_TEXT:
-            raise InvalidArgumentError(
-                f"causes[{key!r}] must be one of {sorted(_CAUSE_TEXT)}, got {cause!r}"
-            )
+    for key, value in {"cause": cause, **{f"causes[{k!r}]": v for k, v in causes.items()}}.items():
+        if value not in _CAUSE_TEXT:
+            raise InvalidArgumentError(f"{key} must be one of {sorted(_CAUSE_TEXT)}, got {value!r}")
 
     # Entries in order: (head, attached results). A result attaches to the first call
     # that issued its id, if that call is not answered yet; anything else is removed.
@@ -710,7 +722,7 @@ def repair_updates(
         is_last = position == len(entries) - 1
         if isinstance(head, AIMessage) and not is_last:
             repaired.extend(
-                _synthetic_result(head, call_id, causes.get(call_id, "superseded"))
+                _synthetic_result(head, call_id, causes.get(call_id, cause))
                 for call_id in _calls(head)
                 if call_id is not None and call_id not in answered
             )

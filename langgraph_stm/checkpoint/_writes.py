@@ -20,10 +20,8 @@ from langchain_core.runnables import RunnableConfig
 
 from langgraph_stm._state import REDUCED_FIELDS, validate_update
 
-__all__ = ["STM_FIELDS", "checked_writes", "stable_message_id"]
+__all__ = ["checked_writes", "stable_message_id"]
 
-STM_FIELDS = REDUCED_FIELDS
-"""The STMState channels that ``validate_writes`` checks before storing writes."""
 
 
 def stable_message_id(config: RunnableConfig, task_id: str, index: int, position: int) -> str:
@@ -74,7 +72,7 @@ def checked_writes(
     """
     result: list[tuple[str, Any]] = []
     for index, (channel, value) in enumerate(writes):
-        if validate and channel in STM_FIELDS:
+        if validate and channel in REDUCED_FIELDS:
             validate_update(channel, value)
         result.append((channel, _with_ids(config, task_id, index, value)))
     return result

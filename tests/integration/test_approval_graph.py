@@ -4,23 +4,32 @@ process) and on PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.tools import InjectedToolArg, InjectedToolCallId, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import InjectedState, InjectedStore, ToolRuntime
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from typing_extensions import TypedDict
 
-from langgraph_stm import ApprovalToolNode, STMSaver, validate_history
+from langgraph_stm import ApprovalToolNode, STMSaver, STMState, validate_history
 from langgraph_stm._errors import InvalidArgumentError, STMError, ToolPairError
+from langgraph_stm.state import merge_artifacts
 from langgraph_stm.tools import offload_namespace, tool_result_id
 from tests.support.approval_graphs import (
     Ledger,
@@ -28,12 +37,28 @@ from tests.support.approval_graphs import (
     build_graph,
     call_id,
     config,
+    make_asking_tool,
     make_tools,
     open_saver,
     tools_graph,
 )
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+class Address(BaseModel):
+    """A nested tool argument."""
+
+    city: str
+
+
+class Chat(TypedDict):
+    """A state with its own names for the messages and the artifact records."""
+
+    chat: Annotated[list[BaseMessage], add_messages]
+    records: Annotated[list[Any], merge_artifacts]
+
+
 APPROVE = {"type": "approve"}
 
 
@@ -384,10 +409,6 @@ class TestInterrupts:
 
     def test_interrupt_on_none_gates_every_tool(self, ledger: Ledger) -> None:
         """Without a policy every tool waits for a review; an empty policy gates none."""
-        from langgraph.graph import START, StateGraph
-
-        from langgraph_stm import STMState
-
         node = ApprovalToolNode(make_tools(ledger))
         graph = (
             StateGraph(STMState)
@@ -553,6 +574,7 @@ class TestOptionsAndInputs:
             {"messages_key": ""},
             {"store": InMemoryStore()},
             {"offload_over_tokens": 0},
+            {"artifacts_key": ""},
         ],
     )
     def test_bad_options_raise_invalid_argument(
@@ -838,6 +860,640 @@ class TestBackends:
             out = await graph.ainvoke(Command(resume={ids["h1-c0"]: APPROVE}), config("t"))
         assert sorted(ledger.calls()) == ["h1-c0", "h1-c1"]
         assert_turn_complete(out["messages"], "ai-h1")
+
+
+def ask_turn(ai_id: str, *calls: tuple[str, dict[str, Any], str]) -> AIMessage:
+    """An AI message with ``calls`` as (tool name, args, call id)."""
+    return AIMessage(
+        "", id=ai_id, tool_calls=[{"name": n, "args": a, "id": i} for n, a, i in calls]
+    )
+
+
+def confirming_turn() -> AIMessage:
+    """A gated email, a non-gated lookup and two calls to a tool that interrupts itself."""
+    return ask_turn(
+        "a1",
+        ("send_email", {"to": "ann", "body": "hi"}, "c1"),
+        ("lookup", {"key": "k"}, "c2"),
+        ("confirm", {"question": "refund?"}, "c3"),
+        ("confirm", {"question": "notify?"}, "c4"),
+    )
+
+
+class TestToolsThatInterrupt:
+    """A tool that calls interrupt() itself never makes its finished siblings run again."""
+
+    @pytest.mark.parametrize("mode", ["per_call", "batched"])
+    def test_the_review_repro_runs_the_gated_call_once(self, ledger: Ledger, mode: Any) -> None:
+        """The review's repro: approve the gated call, answer the asking tool; one run each."""
+        graph = tools_graph(
+            InMemorySaver(), ledger, extra_tools=[make_asking_tool(ledger)], interrupt_mode=mode
+        )
+        turn = ask_turn(
+            "a1",
+            ("send_email", {"to": "ann", "body": "hi"}, "c1"),
+            ("confirm", {"question": "sure?"}, "c2"),
+        )
+        graph.invoke({"messages": [turn]}, config("t"))
+        graph.invoke(
+            Command(resume=APPROVE if mode == "per_call" else {"decisions": [APPROVE]}),
+            config("t"),
+        )
+        assert ledger.calls() == ["c1"]
+        out = graph.invoke(Command(resume="yes"), config("t"))
+        assert ledger.calls() == ["c1", "c2"]
+        results = by_id(out["messages"])
+        assert results[tool_result_id("a1", "c2")].content == "the user said yes"
+        assert results[tool_result_id("a1", "c1")].content == "sent to ann: hi"
+        assert_turn_complete(out["messages"], "a1")
+
+    def test_sibling_interrupts_are_raised_together_and_answered_by_id(
+        self, ledger: Ledger
+    ) -> None:
+        """Both asking calls interrupt at once (distinct ids); each answer reaches its own
+        call, one resume at a time; the finished calls never run again."""
+        graph = tools_graph(InMemorySaver(), ledger, extra_tools=[make_asking_tool(ledger)])
+        graph.invoke({"messages": [confirming_turn()]}, config("t"))
+        out = graph.invoke(Command(resume=APPROVE), config("t"))
+        asked = {i.value["tool_call_id"]: i.id for i in out["__interrupt__"]}
+        assert sorted(asked) == ["c3", "c4"]
+        assert len(set(asked.values())) == 2
+        assert sorted(ledger.calls()) == ["c1", "c2"]
+        out = graph.invoke(Command(resume={asked["c4"]: "no"}), config("t"))
+        assert [i.id for i in out["__interrupt__"]] == [asked["c3"]]
+        assert sorted(ledger.calls()) == ["c1", "c2", "c4"]
+        out = graph.invoke(Command(resume={asked["c3"]: "yes"}), config("t"))
+        assert "__interrupt__" not in out
+        assert sorted(ledger.calls()) == ["c1", "c2", "c3", "c4"]
+        answers = {e["call_id"]: e["args"].get("answer") for e in ledger.entries()}
+        assert (answers["c3"], answers["c4"]) == ("yes", "no")
+        results = by_id(out["messages"])
+        assert results[tool_result_id("a1", "c3")].content == "the user said yes"
+        assert results[tool_result_id("a1", "c4")].content == "the user said no"
+        assert_turn_complete(out["messages"], "a1")
+
+    async def test_async_siblings_run_once_and_get_their_own_answers(self, ledger: Ledger) -> None:
+        """ainvoke: the same, with an async gated tool among the calls."""
+        graph = tools_graph(InMemorySaver(), ledger, extra_tools=[make_asking_tool(ledger)])
+        turn = ask_turn(
+            "a1",
+            ("fetch_page", {"url": "u"}, "c1"),
+            ("confirm", {"question": "a?"}, "c2"),
+            ("confirm", {"question": "b?"}, "c3"),
+        )
+        await graph.ainvoke({"messages": [turn]}, config("t"))
+        out = await graph.ainvoke(Command(resume=APPROVE), config("t"))
+        asked = {i.value["tool_call_id"]: i.id for i in out["__interrupt__"]}
+        assert sorted(asked) == ["c2", "c3"]
+        out = await graph.ainvoke(Command(resume={asked["c2"]: "first"}), config("t"))
+        assert [i.id for i in out["__interrupt__"]] == [asked["c3"]]
+        out = await graph.ainvoke(Command(resume={asked["c3"]: "second"}), config("t"))
+        assert sorted(ledger.calls()) == ["c1", "c2", "c3"]
+        results = by_id(out["messages"])
+        assert results[tool_result_id("a1", "c2")].content == "the user said first"
+        assert results[tool_result_id("a1", "c3")].content == "the user said second"
+        assert_turn_complete(out["messages"], "a1")
+
+    def test_a_failing_tool_does_not_rerun_its_finished_siblings(self, ledger: Ledger) -> None:
+        """handle_tool_errors=False: the node fails; the next attempt re-runs the failed
+        call only."""
+        graph = tools_graph(InMemorySaver(), ledger, interrupt_on={}, handle_tool_errors=False)
+        turn = ask_turn("a1", ("lookup", {"key": "k"}, "c1"), ("explode", {"reason": "r"}, "c2"))
+        with pytest.raises(RuntimeError, match="boom"):
+            graph.invoke({"messages": [turn]}, config("t"))
+        with pytest.raises(RuntimeError, match="boom"):
+            graph.invoke(None, config("t"))
+        assert ledger.calls() == ["c1", "c2", "c2"]
+
+    def test_calls_start_in_call_order_and_run_concurrently(self, ledger: Ledger) -> None:
+        """Each tool waits at a barrier for the other: both finish only if they run at the
+        same time; the ledger shows them started in ``tool_calls`` order."""
+        barrier = threading.Barrier(2, timeout=10)
+
+        @tool
+        def meet(who: str, call: Annotated[str, InjectedToolCallId]) -> str:
+            """Wait for the other call."""
+            ledger.record("meet", call, {"who": who})
+            barrier.wait()
+            return f"{who} met"
+
+        graph = (
+            StateGraph(STMState)
+            .add_node(ApprovalToolNode([meet], interrupt_on={"meet": True}))
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        turn = ask_turn("a1", ("meet", {"who": "a"}, "c1"), ("meet", {"who": "b"}, "c2"))
+        graph.invoke({"messages": [turn]}, config("t"))
+        ids = pending(graph, "t")
+        out = graph.invoke(Command(resume={i: APPROVE for i in ids.values()}), config("t"))
+        assert [m.content for m in out["messages"][1:]] == ["a met", "b met"]
+        assert ledger.calls() == ["c1", "c2"]
+
+    async def test_a_thread_paused_by_invoke_resumes_with_ainvoke(self, ledger: Ledger) -> None:
+        """The sync and async runs share the saved results: nothing runs twice."""
+        graph = tools_graph(InMemorySaver(), ledger, extra_tools=[make_asking_tool(ledger)])
+        turn = ask_turn(
+            "a1",
+            ("send_email", {"to": "ann", "body": "hi"}, "c1"),
+            ("confirm", {"question": "sure?"}, "c2"),
+        )
+        graph.invoke({"messages": [turn]}, config("t"))
+        graph.invoke(Command(resume=APPROVE), config("t"))
+        out = await graph.ainvoke(Command(resume="yes"), config("t"))
+        assert ledger.calls() == ["c1", "c2"]
+        assert_turn_complete(out["messages"], "a1")
+
+    def test_resume_key_contract(self) -> None:
+        """Contract: the configurable keys the node reads to drop a stale plain resume
+        value (langgraph#8837) are LangGraph's; fails loudly if LangGraph renames them."""
+        from langgraph._internal._constants import CONFIG_KEY_RESUME_MAP, CONFIG_KEY_SCRATCHPAD
+        from langgraph._internal._scratchpad import PregelScratchpad
+
+        from langgraph_stm import _approval
+
+        assert _approval.RESUME_MAP_KEY == CONFIG_KEY_RESUME_MAP
+        assert _approval.SCRATCHPAD_KEY == CONFIG_KEY_SCRATCHPAD
+        assert "get_null_resume" in {f.name for f in dataclasses.fields(PregelScratchpad)}
+
+
+class TestEditedArgs:
+    """An edit's args are checked against the tool's schema before LangGraph saves them."""
+
+    @pytest.mark.parametrize(
+        ("args", "match"),
+        [
+            ({"ordr": 5}, "not arguments of 'send_email'"),
+            ({"to": "a"}, "body: Field required"),
+            ({"to": 5, "body": "x"}, "to: Input should be a valid string"),
+            ({"to": "a", "body": "x", "cc": "b"}, r"\['cc'\] are not arguments"),
+        ],
+    )
+    @pytest.mark.parametrize("mode", ["per_call", "batched"])
+    def test_args_that_do_not_fit_are_refused_and_can_be_answered_again(
+        self, ledger: Ledger, mode: Any, args: dict[str, Any], match: str
+    ) -> None:
+        """ValidationError names the problem; the same interrupt stays; a good edit runs."""
+        graph = tools_graph(InMemorySaver(), ledger, interrupt_mode=mode)
+        turn = ask_turn("a1", ("send_email", {"to": "a", "body": "hi"}, "c1"))
+        before = graph.invoke({"messages": [turn]}, config("t"))["__interrupt__"]
+
+        def answer(decision: dict[str, Any]) -> Any:
+            return decision if mode == "per_call" else {"decisions": [decision]}
+
+        bad = {"type": "edit", "edited_action": {"name": "send_email", "args": args}}
+        with pytest.raises(ValidationError, match=match):
+            graph.invoke(Command(resume=answer(bad)), config("t"))
+        assert [i.id for i in graph.get_state(config("t")).interrupts] == [i.id for i in before]
+        assert ledger.calls() == []
+        graph.invoke(Command(resume=answer(edit("send_email", to="b", body="ok"))), config("t"))
+        assert [e["args"] for e in ledger.entries()] == [{"to": "b", "body": "ok"}]
+
+    @pytest.mark.parametrize("mode", ["per_call", "batched"])
+    def test_the_response_schema_shows_the_tool_args_schema(
+        self, ledger: Ledger, mode: Any
+    ) -> None:
+        """The edit branch of the published schema is the tool's own argument schema
+        (what the model sees: the injected call id is not in it)."""
+        graph = tools_graph(InMemorySaver(), ledger, interrupt_mode=mode)
+        turn = ask_turn("a1", ("send_email", {"to": "a", "body": "hi"}, "c1"))
+        (request,) = graph.invoke({"messages": [turn]}, config("t"))["__interrupt__"]
+        schema = request.response_schema
+        if mode == "batched":
+            schema = schema["properties"]["decisions"]["prefixItems"][0]
+        (edit_branch,) = [
+            b for b in schema["oneOf"] if b["properties"]["type"] == {"const": "edit"}
+        ]
+        args = edit_branch["properties"]["edited_action"]["properties"]["args"]
+        assert sorted(args["properties"]) == ["body", "to"]
+        assert sorted(args["required"]) == ["body", "to"]
+        assert args["properties"]["to"]["type"] == "string"
+
+    def test_nested_models_are_inlined_in_the_published_schema(self, ledger: Ledger) -> None:
+        """A tool argument that is a model shows up in full (no dangling $ref)."""
+
+        @tool
+        def ship(order: str, to: Address) -> str:
+            """Ship an order."""
+            ledger.record("ship", order, {"city": to.city})
+            return f"shipped to {to.city}"
+
+        graph = (
+            StateGraph(STMState)
+            .add_node(ApprovalToolNode([ship], interrupt_on={"ship": True}))
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        turn = ask_turn("a1", ("ship", {"order": "1", "to": {"city": "Oslo"}}, "c1"))
+        (request,) = graph.invoke({"messages": [turn]}, config("t"))["__interrupt__"]
+        assert "$ref" not in json.dumps(request.response_schema)
+        with pytest.raises(ValidationError, match=r"to\.city: Field required"):
+            graph.invoke(Command(resume=edit("ship", order="1", to={})), config("t"))
+        out = graph.invoke(
+            Command(resume=edit("ship", order="1", to={"city": "Rome"})), config("t")
+        )
+        assert out["messages"][-1].content == "shipped to Rome"
+
+    def test_a_json_schema_tool_gets_its_required_and_closed_keys_checked(
+        self, ledger: Ledger
+    ) -> None:
+        """A tool defined by a JSON schema: missing required or unknown (closed schema)
+        args are refused; the schema is published as it is."""
+        schema = {
+            "type": "object",
+            "properties": {"q": {"type": "string"}},
+            "required": ["q"],
+            "additionalProperties": False,
+        }
+
+        def search(**kwargs: Any) -> str:
+            ledger.record("search", "c1", kwargs)
+            return f"found {kwargs['q']}"
+
+        tool_ = StructuredTool.from_function(
+            search, name="search", description="Search.", args_schema=schema
+        )
+        graph = (
+            StateGraph(STMState)
+            .add_node(ApprovalToolNode([tool_], interrupt_on={"search": True}))
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        (request,) = graph.invoke(
+            {"messages": [ask_turn("a1", ("search", {"q": "x"}, "c1"))]}, config("t")
+        )["__interrupt__"]
+        (edit_branch,) = [
+            b
+            for b in request.response_schema["oneOf"]
+            if b["properties"]["type"]["const"] == "edit"
+        ]
+        shown = edit_branch["properties"]["edited_action"]["properties"]["args"]
+        assert shown["properties"] == schema["properties"]
+        for bad in ({}, {"q": "y", "page": 2}):
+            with pytest.raises(ValidationError, match="do not fit"):
+                graph.invoke(Command(resume=edit("search", **bad)), config("t"))
+        out = graph.invoke(Command(resume=edit("search", q="y")), config("t"))
+        assert out["messages"][-1].content == "found y"
+        assert ledger.calls() == ["c1"]
+
+
+class TestStateKeys:
+    """messages_key and artifacts_key name the state keys the node reads and updates."""
+
+    def test_custom_keys_through_a_graph(self, ledger: Ledger) -> None:
+        """Messages under ``chat``, offload records under ``records``."""
+        node = ApprovalToolNode(
+            make_tools(ledger),
+            interrupt_on={"send_email": True},
+            messages_key="chat",
+            artifacts_key="records",
+            offload_over_tokens=100,
+            store=InMemoryStore(),
+        )
+        graph = (
+            StateGraph(Chat)
+            .add_node(node)
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        turn = ask_turn(
+            "a1",
+            ("big_report", {"rows": 100}, "c1"),
+            ("send_email", {"to": "a", "body": "b"}, "c2"),
+        )
+        graph.invoke({"chat": [turn]}, config("t"))
+        out = graph.invoke(Command(resume=APPROVE), config("t"))
+        assert [m.id for m in out["chat"]] == [
+            "a1",
+            tool_result_id("a1", "c1"),
+            tool_result_id("a1", "c2"),
+        ]
+        assert "offloaded" in str(out["chat"][1].content)
+        assert [r["source_message_id"] for r in out["records"]] == [tool_result_id("a1", "c1")]
+
+    def test_offload_on_a_state_without_the_artifacts_key_fails_before_running(
+        self, ledger: Ledger
+    ) -> None:
+        """MessagesState has no ``artifacts``: a clear error on the first run, no tool ran,
+        rather than artifact records dropped silently."""
+        node = ApprovalToolNode(
+            make_tools(ledger), interrupt_on={}, offload_over_tokens=100, store=InMemoryStore()
+        )
+        graph = (
+            StateGraph(MessagesState)
+            .add_node(node)
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        turn = ask_turn("a1", ("big_report", {"rows": 100}, "c1"))
+        with pytest.raises(InvalidArgumentError, match="'artifacts', which the state does not"):
+            graph.invoke({"messages": [turn]}, config("t"))
+        assert ledger.calls() == []
+
+    def test_artifacts_key_none_offloads_without_records(self, ledger: Ledger) -> None:
+        """``artifacts_key=None``: the result is offloaded, no record is written."""
+        store = InMemoryStore()
+        node = ApprovalToolNode(
+            make_tools(ledger),
+            interrupt_on={},
+            offload_over_tokens=100,
+            store=store,
+            artifacts_key=None,
+        )
+        graph = (
+            StateGraph(MessagesState)
+            .add_node(node)
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        out = graph.invoke(
+            {"messages": [ask_turn("a1", ("big_report", {"rows": 100}, "c1"))]}, config("t")
+        )
+        assert "offloaded" in str(out["messages"][-1].content)
+        assert "artifacts" not in out
+        assert store.get(offload_namespace("t"), tool_result_id("a1", "c1")) is not None
+
+
+class TestRefusedTools:
+    """Tools the node cannot run are refused when it is built; a Command is never applied."""
+
+    @pytest.mark.parametrize("kind", ["state", "state_field", "store", "runtime", "plain"])
+    def test_tools_with_injected_parameters_are_refused(self, kind: str) -> None:
+        """InjectedState, InjectedStore, ToolRuntime (and any other hidden parameter but
+        InjectedToolCallId) would be left unfilled."""
+        if kind == "state":
+
+            @tool
+            def peek(x: int, state: Annotated[dict[str, Any], InjectedState]) -> str:
+                """Peek."""
+                return ""
+        elif kind == "state_field":
+
+            @tool
+            def peek(x: int, goal: Annotated[str, InjectedState("goal")]) -> str:
+                """Peek."""
+                return ""
+        elif kind == "store":
+
+            @tool
+            def peek(x: int, store: Annotated[Any, InjectedStore()]) -> str:
+                """Peek."""
+                return ""
+        elif kind == "runtime":
+
+            @tool
+            def peek(x: int, runtime: ToolRuntime) -> str:
+                """Peek."""
+                return ""
+        else:
+
+            @tool
+            def peek(x: int, secret: Annotated[str, InjectedToolArg]) -> str:
+                """Peek."""
+                return ""
+
+        with pytest.raises(InvalidArgumentError, match="'peek' has parameters"):
+            ApprovalToolNode([peek])
+
+    def test_a_tool_declared_to_return_a_command_is_refused(self) -> None:
+        """Its Command would not be applied, so it is refused up front."""
+
+        @tool
+        def route(x: int) -> Command:  # type: ignore[type-arg]
+            """Route."""
+            return Command(goto="x")
+
+        with pytest.raises(InvalidArgumentError, match="declared to return a Command"):
+            ApprovalToolNode([route])
+
+    @pytest.mark.parametrize("handle_tool_errors", [True, False])
+    def test_an_undeclared_command_gets_an_error_result_once(
+        self, ledger: Ledger, handle_tool_errors: bool
+    ) -> None:
+        """It ran, so the node does not fail (which would run it again): an error result
+        says the Command was not applied, and the graph goes on."""
+
+        @tool
+        def sneaky(x: int) -> Any:
+            """Returns a Command without saying so."""
+            ledger.record("sneaky", "c1", {"x": x})
+            return Command(update={"goal": "hijacked"})
+
+        graph = (
+            StateGraph(STMState)
+            .add_node(
+                ApprovalToolNode(
+                    [sneaky], interrupt_on={"sneaky": True}, handle_tool_errors=handle_tool_errors
+                )
+            )
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        graph.invoke({"messages": [ask_turn("a1", ("sneaky", {"x": 1}, "c1"))]}, config("t"))
+        out = graph.invoke(Command(resume=APPROVE), config("t"))
+        result = out["messages"][-1]
+        assert (result.id, result.status) == (tool_result_id("a1", "c1"), "error")
+        assert "Command" in str(result.content)
+        assert out.get("goal") is None
+        assert ledger.calls() == ["c1"]
+        graph.invoke(None, config("t"))
+        assert ledger.calls() == ["c1"]
+
+    def test_injected_tool_call_id_and_config_parameters_are_filled(self, ledger: Ledger) -> None:
+        """The two parameters the node does fill are accepted."""
+
+        @tool
+        def who(x: int, call: Annotated[str, InjectedToolCallId], config: RunnableConfig) -> str:
+            """Who am I."""
+            return f"{call} in {config['configurable']['thread_id']}"
+
+        graph = (
+            StateGraph(STMState)
+            .add_node(ApprovalToolNode([who], interrupt_on={}))
+            .add_edge(START, "tools")
+            .compile(checkpointer=InMemorySaver())
+        )
+        out = graph.invoke({"messages": [ask_turn("a1", ("who", {"x": 1}, "c1"))]}, config("t"))
+        assert out["messages"][-1].content == "c1 in t"
+
+
+class TestWhereItRuns:
+    """Outside a graph run, or without a checkpointer, gated calls raise STMError."""
+
+    def test_inside_a_plain_runnable_gated_calls_raise_invalid_argument(
+        self, ledger: Ledger
+    ) -> None:
+        """Not a KeyError from LangGraph's internals; non-gated calls still run."""
+        node = ApprovalToolNode(make_tools(ledger), interrupt_on={"send_email": True})
+        wrapped = RunnableLambda(lambda state: node.invoke(state))
+        gated = ask_turn("a1", ("send_email", {"to": "a", "body": "b"}, "c1"))
+        with pytest.raises(InvalidArgumentError, match="c1"):
+            wrapped.invoke({"messages": [gated]})
+        update = wrapped.invoke({"messages": [ask_turn("a2", ("lookup", {"key": "k"}, "c2"))]})
+        assert [m.content for m in update["messages"]] == ["value of k"]
+        assert ledger.calls() == ["c2"]
+
+    async def test_inside_a_plain_runnable_async(self, ledger: Ledger) -> None:
+        """The async path too."""
+        node = ApprovalToolNode(make_tools(ledger), interrupt_on={"send_email": True})
+
+        async def call(state: Any) -> Any:
+            return await node.ainvoke(state)
+
+        gated = ask_turn("a1", ("send_email", {"to": "a", "body": "b"}, "c1"))
+        with pytest.raises(InvalidArgumentError, match="c1"):
+            await RunnableLambda(call).ainvoke({"messages": [gated]})
+
+    @pytest.mark.parametrize("use_async", [False, True])
+    async def test_without_a_checkpointer_gated_calls_raise(
+        self, ledger: Ledger, use_async: bool
+    ) -> None:
+        """The interrupt could never be resumed: a clear error, nothing ran; a turn
+        without gated calls still runs."""
+        graph = tools_graph(None, ledger)
+        gated = {"messages": [ask_turn("a1", ("send_email", {"to": "a", "body": "b"}, "c1"))]}
+        with pytest.raises(InvalidArgumentError, match="without a checkpointer"):
+            await graph.ainvoke(gated) if use_async else graph.invoke(gated)
+        assert ledger.calls() == []
+        free = {"messages": [ask_turn("a2", ("lookup", {"key": "k"}, "c2"))]}
+        out = await graph.ainvoke(free) if use_async else graph.invoke(free)
+        assert out["messages"][-1].content == "value of k"
+
+    async def test_the_sync_entry_point_inside_an_async_node_raises(self, ledger: Ledger) -> None:
+        """Its tasks cannot be waited for there: a clear error naming ainvoke."""
+        node = ApprovalToolNode(make_tools(ledger), interrupt_on={})
+
+        async def wrapper(state: STMState) -> dict[str, Any]:
+            return node.invoke(state)
+
+        graph = (
+            StateGraph(STMState)
+            .add_node("wrapper", wrapper)
+            .add_edge(START, "wrapper")
+            .compile(checkpointer=InMemorySaver())
+        )
+        turn = ask_turn("a1", ("lookup", {"key": "k"}, "c1"))
+        with pytest.raises(InvalidArgumentError, match="ainvoke"):
+            await graph.ainvoke({"messages": [turn]}, config("t"))
+
+
+class TestEditedContentBlocks:
+    """An edit updates every content block that carries the call id."""
+
+    def test_v1_tool_call_and_responses_function_call_blocks(self, ledger: Ledger) -> None:
+        """LangChain v1 ``tool_call`` and OpenAI Responses ``function_call`` blocks show the
+        edited args; blocks of other calls and other kinds are kept as they are."""
+        args = {"to": "a", "body": "old"}
+        calls = [
+            {"name": "send_email", "args": args, "id": "c1"},
+            {"name": "send_email", "args": args, "id": "c2"},
+        ]
+        content: list[Any] = [
+            {"type": "reasoning", "reasoning": "think"},
+            {"type": "tool_call", "id": "c1", "name": "send_email", "args": args},
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "c1",
+                "name": "send_email",
+                "arguments": json.dumps(args),
+            },
+            {"type": "tool_call", "id": "c2", "name": "send_email", "args": args},
+        ]
+        ai = AIMessage(content, id="a1", tool_calls=calls)
+        graph = tools_graph(InMemorySaver(), ledger)
+        graph.invoke({"messages": [ai]}, config("t"))
+        ids = pending(graph, "t")
+        graph.invoke(
+            Command(resume={ids["c1"]: edit("send_email", to="a", body="new"), ids["c2"]: APPROVE}),
+            config("t"),
+        )
+        edited = by_id(messages(graph, "t"))["a1"]
+        assert isinstance(edited, AIMessage)
+        assert isinstance(edited.content, list)
+        reasoning, v1, responses, other = edited.content
+        assert reasoning == content[0]
+        assert isinstance(v1, dict)
+        assert isinstance(responses, dict)
+        assert v1["args"] == {"to": "a", "body": "new"}
+        assert json.loads(responses["arguments"]) == {"to": "a", "body": "new"}
+        assert responses["id"] == "fc_1"
+        assert other == content[3]
+        assert [c["args"] for c in edited.tool_calls] == [{"to": "a", "body": "new"}, args]
+
+
+class TestSubgraph:
+    """Inside a subgraph LangGraph lists each task interrupt twice; resume by id works."""
+
+    def test_interrupts_are_listed_twice_and_resume_by_id_works(self, ledger: Ledger) -> None:
+        """Dedupe ``__interrupt__`` by id; a partial resume map, then the rest; each call
+        ran once, with its own answer."""
+        inner = tools_graph(None, ledger, extra_tools=[make_asking_tool(ledger)])
+        graph = (
+            StateGraph(STMState)
+            .add_node("inner", inner)
+            .add_edge(START, "inner")
+            .compile(checkpointer=InMemorySaver())
+        )
+        turn = ask_turn(
+            "a1",
+            ("send_email", {"to": "a", "body": "b"}, "c1"),
+            ("send_email", {"to": "c", "body": "d"}, "c2"),
+            ("confirm", {"question": "sure?"}, "c3"),
+        )
+        out = graph.invoke({"messages": [turn]}, config("t"))
+        listed = [i.id for i in out["__interrupt__"]]
+        unique = {i.id: i for i in out["__interrupt__"]}
+        assert len(listed) == 2 * len(unique) == 4  # LangGraph's own behaviour
+        ids = {i.value["tool_call_id"]: i.id for i in unique.values()}
+        out = graph.invoke(Command(resume={ids["c2"]: {"type": "reject"}}), config("t"))
+        assert {i.id for i in out["__interrupt__"]} == {ids["c1"]}
+        out = graph.invoke(Command(resume={ids["c1"]: APPROVE}), config("t"))
+        (asked,) = {i.id: i for i in out["__interrupt__"]}.values()
+        assert asked.value["tool_call_id"] == "c3"
+        assert ledger.calls() == ["c1"]
+        out = graph.invoke(Command(resume={asked.id: "yes"}), config("t"))
+        assert "__interrupt__" not in out
+        assert ledger.calls() == ["c1", "c3"]
+        assert_turn_complete(out["messages"], "a1")
+        assert by_id(out["messages"])[tool_result_id("a1", "c3")].content == "the user said yes"
+
+
+class TestModuleShape:
+    """The module split keeps every name importable from ``langgraph_stm._approval``."""
+
+    def test_every_name_is_importable_from_approval_and_tools(self) -> None:
+        """``langgraph_stm.tools`` re-exports the same objects."""
+        import langgraph_stm.tools as public
+        from langgraph_stm import _approval
+
+        for name in _approval.__all__:
+            assert getattr(_approval, name) is getattr(public, name)
+        assert set(_approval.__all__) == {
+            "Action",
+            "ActionRequest",
+            "ApprovalRequest",
+            "ApprovalToolNode",
+            "ApproveDecision",
+            "BatchedApprovalRequest",
+            "Decision",
+            "DecisionType",
+            "EditDecision",
+            "HandleToolErrors",
+            "InterruptMode",
+            "InterruptOnConfig",
+            "RejectDecision",
+            "RespondDecision",
+            "ReviewConfig",
+            "tool_result_id",
+        }
+
+    def test_the_node_has_no_duplicate_or_private_typed_attributes(self, ledger: Ledger) -> None:
+        """``name`` is the node name (no ``node_name``); the gates are private."""
+        node = ApprovalToolNode(make_tools(ledger), name="approve")
+        assert node.name == "approve"
+        assert not hasattr(node, "node_name")
+        assert not hasattr(node, "gates")
 
 
 def test_graph_interrupt_combining_is_what_langgraph_does() -> None:

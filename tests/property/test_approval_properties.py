@@ -20,7 +20,14 @@ from langgraph.types import Command
 
 from langgraph_stm import ApprovalToolNode, validate_history
 from langgraph_stm.tools import InterruptMode, tool_result_id
-from tests.support.approval_graphs import POLICY, Ledger, config, make_tools, tools_graph
+from tests.support.approval_graphs import (
+    POLICY,
+    Ledger,
+    config,
+    make_asking_tool,
+    make_tools,
+    tools_graph,
+)
 from tests.support.trim_helpers import histories, result
 
 FEW = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -213,3 +220,75 @@ def test_interrupts_are_distinct_and_the_result_is_idempotent(turn: Turn) -> Non
     node = ApprovalToolNode(make_tools(ledger), interrupt_on=POLICY)
     assert node({"messages": final}) == {}
     assert len(ledger.calls()) == runs
+
+
+ASKING_KINDS = st.sampled_from(["send_email", "delete_file", "lookup", "confirm"])
+
+
+@FEW
+@given(st.data())
+def test_tools_that_interrupt_run_once_and_get_their_own_answers(data: st.DataObject) -> None:
+    """Gated calls, plain calls and calls to a tool that interrupts itself, in one turn.
+    The pending interrupts (reviews first, then the tools' own) are answered in random
+    groups by id, or with a plain value when only one is pending, with re-runs in
+    between: every call that runs runs once, each asking call gets the answer sent to
+    its own interrupt, rejected calls never run, and the turn ends complete."""
+    names = data.draw(st.lists(ASKING_KINDS, min_size=1, max_size=4), label="calls")
+    calls = [
+        {
+            "name": n,
+            "args": {"question": f"q{i}"} if n == "confirm" else args_for(n, "a"),
+            "id": f"c{i}",
+        }
+        for i, n in enumerate(names)
+    ]
+    ai = AIMessage("", id="a1", tool_calls=calls)
+    mode = data.draw(st.sampled_from(["per_call", "batched"]), label="mode")
+    ledger = Ledger()
+    graph = tools_graph(
+        InMemorySaver(), ledger, interrupt_mode=mode, extra_tools=[make_asking_tool(ledger)]
+    )
+    decisions = {
+        c["id"]: {"type": data.draw(st.sampled_from(["approve", "reject"]), label=c["id"])}
+        for c in calls
+        if c["name"] in ALLOWED
+    }
+    out = graph.invoke({"messages": [ai]}, config("t"))
+    plain_used = False
+    for _ in range(20):
+        pending = {i.id: i for i in out.get("__interrupt__", ())}  # deduped by id
+        if not pending:
+            break
+        assert len(pending) == len(out["__interrupt__"])
+
+        def answer(value: dict[str, Any]) -> Any:
+            if value.get("type") == "tool_approval":
+                return decisions[value["tool_call_id"]]
+            if "action_requests" in value:
+                return {"decisions": [decisions[c] for c in value["tool_call_ids"]]}
+            return f"answer-{value['tool_call_id']}"
+
+        if not plain_used and data.draw(st.booleans(), label="rerun"):
+            graph.invoke(None, config("t"))  # a re-run without an answer changes nothing
+        ids = sorted(pending)
+        if len(ids) == 1 and data.draw(st.booleans(), label="plain"):
+            plain_used = True
+            out = graph.invoke(Command(resume=answer(pending[ids[0]].value)), config("t"))
+        else:
+            group = data.draw(st.lists(st.sampled_from(ids), min_size=1, unique=True))
+            resume = {i: answer(pending[i].value) for i in group}
+            out = graph.invoke(Command(resume=resume), config("t"))
+    assert "__interrupt__" not in out
+    runs = [
+        c["id"] for c in calls if decisions.get(c["id"], {"type": "approve"})["type"] != "reject"
+    ]
+    assert sorted(ledger.calls()) == sorted(runs)
+    for entry in ledger.entries():
+        if entry["tool"] == "confirm":
+            assert entry["args"]["answer"] == f"answer-{entry['call_id']}"
+    final = list(out["messages"])
+    assert validate_history(final) == []
+    assert [m.id for m in final[1:]] == [tool_result_id("a1", c["id"]) for c in calls]
+    for m in final[1:]:
+        if m.name == "confirm":
+            assert m.content == f"the user said answer-{m.tool_call_id}"

@@ -27,7 +27,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from langgraph_stm import ApprovalToolNode, STMSaver, STMState, SummarizeNode, TrimNode
 from langgraph_stm.tools import InterruptMode
@@ -118,6 +118,20 @@ def make_tools(ledger: Ledger) -> list[BaseTool]:
     return [send_email, delete_file, lookup, explode, big_report, fetch_page]
 
 
+def make_asking_tool(ledger: Ledger) -> BaseTool:
+    """``confirm``: a tool that asks the user itself, with ``interrupt()``, then records the
+    answer it got (so a run that was interrupted records nothing)."""
+
+    @tool
+    def confirm(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Ask the user a question."""
+        answer = interrupt({"question": question, "tool_call_id": tool_call_id})
+        ledger.record("confirm", tool_call_id, {"question": question, "answer": answer})
+        return f"the user said {answer}"
+
+    return confirm
+
+
 def ask(human_id: str, *calls: tuple[str, dict[str, Any]]) -> HumanMessage:
     """The human turn that makes the agent issue ``calls`` (name, args), in order."""
     return HumanMessage(
@@ -204,11 +218,15 @@ def tools_graph(
     *,
     interrupt_on: Mapping[str, Any] | None = None,
     store: Any = None,
+    extra_tools: Sequence[BaseTool] = (),
     **options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """START -> tools -> END: the node alone, on a state given as input."""
+    """START -> tools -> END: the node alone, on a state given as input (``extra_tools``
+    join the ledger's tools, not gated unless ``interrupt_on`` names them)."""
     node = ApprovalToolNode(
-        make_tools(ledger), interrupt_on=POLICY if interrupt_on is None else interrupt_on, **options
+        [*make_tools(ledger), *extra_tools],
+        interrupt_on=POLICY if interrupt_on is None else interrupt_on,
+        **options,
     )
     builder = StateGraph(STMState)
     builder.add_node(node)

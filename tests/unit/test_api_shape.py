@@ -281,3 +281,87 @@ class TestOneSourceForFieldLists:
 
         assert tuple(f.name for f in dataclasses.fields(SummaryDraft)) == SUMMARY_CONTENT_FIELDS
         assert "covered_until_message_id" not in Summary.__annotations__
+
+
+class TestSameErrorsForTheSameInput:
+    """Options and inputs are checked the same way by every feature."""
+
+    @pytest.mark.parametrize(
+        "node",
+        [
+            lambda cause: TrimNode(
+                max_tokens=1000, token_counter=len, on_invalid="repair", repair_cause=cause
+            ),
+            lambda cause: SummarizeNode(
+                trigger_tokens=1000,
+                keep_tokens=500,
+                token_counter=len,
+                on_invalid="repair",
+                repair_cause=cause,
+            ),
+        ],
+    )
+    def test_repair_cause_is_told_by_every_node(self, node: Any) -> None:
+        """A graph whose tools run in an ApprovalToolNode says the call never ran."""
+        update = node("not_approved")({"messages": PAUSED_THEN_NEW_MESSAGE})
+        repaired = add_messages(list(PAUSED_THEN_NEW_MESSAGE), update["messages"])
+        assert "cancelled before it was approved" in str(repaired[2].content)
+        assert "It did not run" in str(repaired[2].content)
+        context = ContextNode(
+            max_tokens=1000, token_counter=len, on_invalid="repair", repair_cause="not_approved"
+        )({"messages": PAUSED_THEN_NEW_MESSAGE})["llm_input_messages"]
+        assert "cancelled before it was approved" in str(context[2].content)
+
+    @pytest.mark.parametrize(
+        "build",
+        [
+            lambda: TrimNode(max_tokens=10, repair_cause="lost"),
+            lambda: SummarizeNode(trigger_tokens=10, keep_tokens=5, repair_cause="lost"),
+            lambda: ContextNode(max_tokens=10, repair_cause="lost"),
+            lambda: ContextNode(max_tokens=10, system_prompt=5),
+            lambda: ContextNode(max_tokens=10, output_key=None),
+            lambda: TrimNode(max_tokens=10, messages_key=""),
+            lambda: SummarizeNode(trigger_tokens=10, keep_tokens=5, summary_key=3),
+        ],
+    )
+    def test_bad_options_are_invalid_arguments(self, build: Any) -> None:
+        """Every option is checked when the node is built."""
+        with pytest.raises(InvalidArgumentError):
+            build()
+
+    def test_a_string_instead_of_messages_is_the_same_error_everywhere(self) -> None:
+        """trim, summarize, context and repair refuse a str with InvalidMessageError."""
+        from langgraph_stm.errors import InvalidMessageError
+
+        with pytest.raises(InvalidMessageError):
+            trim_history("hello", max_tokens=10)  # type: ignore[arg-type]
+        with pytest.raises(InvalidMessageError):
+            summarize_history("hello", trigger_tokens=10, keep_tokens=5)  # type: ignore[arg-type]
+        with pytest.raises(InvalidMessageError):
+            build_context({"messages": "hello"}, max_tokens=10)
+        with pytest.raises(InvalidMessageError):
+            repair_history(None)  # type: ignore[arg-type]
+
+    def test_a_counter_returning_garbage_is_refused_by_summarize_as_by_trim(self) -> None:
+        """A counter that returns None is an InvalidArgumentError, not a TypeError."""
+        history = [HumanMessage(f"q{i}", id=f"h{i}") for i in range(4)]
+        with pytest.raises(InvalidArgumentError, match="non-negative int"):
+            trim_history(history, max_tokens=10, token_counter=lambda m: None)  # type: ignore[arg-type,return-value]
+        with pytest.raises(InvalidArgumentError, match="non-negative int"):
+            summarize_history(
+                history,
+                trigger_tokens=3,
+                keep_tokens=1,
+                token_counter=lambda m: None,  # type: ignore[arg-type,return-value]
+            )
+
+    def test_summarize_checks_the_state_fields_it_reads(self) -> None:
+        """A malformed plan in state is a StateUpdateError, never blamed on the model."""
+        from langgraph_stm.errors import StateUpdateError
+
+        history = [HumanMessage(f"q{i}", id=f"h{i}") for i in range(4)]
+        with pytest.raises(StateUpdateError) as caught:
+            summarize_history(
+                history, trigger_tokens=3, keep_tokens=1, token_counter=len, state={"plan": "x"}
+            )
+        assert caught.value.field == "plan"

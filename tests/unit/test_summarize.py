@@ -417,7 +417,7 @@ class TestInsideGraphRuns:
         """Fails loudly if LangGraph renames the private key we use to detect a graph run."""
         from langgraph._internal._constants import CONFIG_KEY_CALL
 
-        from langgraph_stm._summarize import _PREGEL_CALL_KEY
+        from langgraph_stm._node import PREGEL_CALL_KEY as _PREGEL_CALL_KEY
 
         assert CONFIG_KEY_CALL == _PREGEL_CALL_KEY
 

@@ -21,12 +21,17 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
 - :class:`StorageError` - rows that ``STMSaver`` stored are missing or corrupt (a
   table dropped or edited by hand, a thread deleted while a run was writing it);
   the driver's own error, if any, is chained as ``__cause__``.
+- :class:`ThreadDeletedError` - a write carries a checkpoint of a thread that was
+  deleted (``delete_thread``, or expired and swept): a late worker's write is refused
+  instead of recreating half a thread; a fresh run on the same id starts a new thread.
 
 Every module adds its error classes here, so the whole hierarchy stays readable in
 one file.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 __all__ = [
     "BudgetExceededError",
@@ -36,6 +41,7 @@ __all__ = [
     "StateUpdateError",
     "StorageError",
     "SummarizationError",
+    "ThreadDeletedError",
     "TokenizerError",
     "ToolPairError",
 ]
@@ -113,4 +119,33 @@ class StorageError(STMError):
     ) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
+        super().__init__(message)
+
+
+class ThreadDeletedError(STMError):
+    """A write carries a checkpoint of a thread that was deleted, so it was refused.
+
+    Raised by ``STMSaver.put`` / ``put_writes`` (and their async twins) when the write's
+    config names a checkpoint (``checkpoint_id``, or a parent's in ``checkpoint_map``)
+    no newer than the last checkpoint the thread had when it was deleted: a worker that
+    still holds the old config would otherwise recreate half a thread. Nothing is
+    written. A fresh run (a config without ``checkpoint_id``) on the same thread id
+    starts a new, empty thread.
+
+    ``thread_id`` names the thread, ``checkpoint_id`` the old checkpoint the write
+    carried, ``deleted_at`` when the thread was deleted (an aware UTC datetime; for a
+    thread that expired, when it was removed).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str = "",
+        checkpoint_id: str | None = None,
+        deleted_at: datetime | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.deleted_at = deleted_at
         super().__init__(message)

@@ -543,6 +543,8 @@ SUMMARY_CONTENT_FIELDS: tuple[str, ...] = tuple(
     name for name in Summary.__annotations__ if name not in ("version", "coverage")
 )
 """What a summarizer writes into a :class:`Summary` (its text and structured lists)."""
+
+
 def _field_reducers() -> dict[str, Callable[[Any, Any], Any]]:
     """The reducer of every structured field, read from :class:`STMState`'s annotations."""
     hints = get_type_hints(STMState, include_extras=True)

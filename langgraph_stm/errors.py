@@ -16,6 +16,7 @@ from langgraph_stm._errors import (
     STMError,
     StorageError,
     SummarizationError,
+    ThreadDeletedError,
     TokenizerError,
     ToolPairError,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "StateUpdateError",
     "StorageError",
     "SummarizationError",
+    "ThreadDeletedError",
     "TokenizerError",
     "ToolPairError",
 ]

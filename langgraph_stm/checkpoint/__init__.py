@@ -3,7 +3,8 @@
 How it is built, one module per concern:
 
 - :mod:`._stm` the public :class:`STMSaver` (constructors, setup) on top of
-  :mod:`._index` (thread queries), :mod:`._maintenance` (delete, prune, vacuum) and
+  :mod:`._index` (thread queries), :mod:`._maintenance` (delete, prune, vacuum),
+  :mod:`._retention` (TTL, sweep, tombstones, complete deletion) and
   :mod:`._saver` (forwarding each call to the inner saver), which runs
   :mod:`._pipeline` (what a write stores and a read rebuilds, without I/O);
 - :mod:`._format` the pure storage format, :mod:`._encoder` values to rows and back;
@@ -24,7 +25,8 @@ Example:
     True
 """
 
+from langgraph_stm.checkpoint._retention import DeletionReport
 from langgraph_stm.checkpoint._stm import STMSaver
 from langgraph_stm.checkpoint._threads import ThreadState
 
-__all__ = ["STMSaver", "ThreadState"]
+__all__ = ["DeletionReport", "STMSaver", "ThreadState"]

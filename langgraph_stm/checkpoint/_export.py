@@ -65,8 +65,7 @@ Example:
     >>> from langgraph.graph import START, StateGraph
     >>> from langgraph_stm import STMState
     >>> from langgraph_stm.checkpoint import STMSaver
-    >>> class Saver(STMSaver, ThreadExport):  # STMSaver with export
-    ...     pass
+    >>> Saver = STMSaver
     >>> def work(state: STMState) -> dict:
     ...     return {"goal": "ship v2", "messages": [("ai", "on it")]}
     >>> builder = StateGraph(STMState).add_node(work).add_edge(START, "work")
@@ -82,7 +81,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -103,7 +101,7 @@ from langgraph_stm._errors import InvalidArgumentError, StateUpdateError
 from langgraph_stm._state import check_state_values
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
 __all__ = [
     "SCHEMA",
@@ -406,7 +404,7 @@ def _ttl_seconds(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     raise TypeError(
-        f"thread_ttl gave {type(value).__name__}; expected a timedelta, seconds or None"
+        f"the thread's ttl is a {type(value).__name__}; expected a timedelta, seconds or None"
     )
 
 
@@ -701,9 +699,8 @@ class ThreadExport(BaseCheckpointSaver[Any]):
 
     A mixin over the saver's public methods (``get_tuple``, ``put``, their async twins,
     ``get_next_version``, ``get_thread_state``), its ``inner`` saver (for the list of
-    checkpoints, read without values) and, when the saver has one, its TTL accessor
-    ``thread_ttl`` (a method of the thread id, or a value) / ``athread_ttl``, giving a
-    ``timedelta``, seconds or ``None``. Synchronous methods over an asynchronous inner
+    checkpoints, read without values), the thread's TTL from ``get_thread_state`` and
+    the saver's clock. Synchronous methods over an asynchronous inner
     saver work from any thread but its event loop's, as the saver's own do.
     """
 
@@ -720,19 +717,10 @@ class ThreadExport(BaseCheckpointSaver[Any]):
                 raise _bad("document['values']", f"has a malformed field: {exc}") from exc
         return doc, values
 
-    def _ttl(self, thread_id: str) -> float | None:
-        accessor = getattr(self, "thread_ttl", None)
-        value = accessor(thread_id) if callable(accessor) else accessor
-        if inspect.isawaitable(value):
-            raise TypeError("thread_ttl is asynchronous: use aexport_thread")
-        return _ttl_seconds(value)
-
-    async def _attl(self, thread_id: str) -> float | None:
-        accessor = getattr(self, "athread_ttl", None) or getattr(self, "thread_ttl", None)
-        value: object = accessor(thread_id) if callable(accessor) else accessor
-        if inspect.isawaitable(value):
-            value = await cast("Awaitable[object]", value)
-        return _ttl_seconds(value)
+    def _now(self) -> datetime:
+        """The saver's clock (``STMSaver(clock=...)``), else the current UTC time."""
+        life = getattr(self, "_life", None)
+        return datetime.now(UTC) if life is None else datetime.fromtimestamp(life.now(), UTC)
 
     # -- export --------------------------------------------------------------------------
     def export_thread(self, thread_id: str) -> ThreadDocument:
@@ -745,9 +733,7 @@ class ThreadExport(BaseCheckpointSaver[Any]):
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
             >>> from langgraph_stm.checkpoint import STMSaver
-            >>> class Saver(STMSaver, ThreadExport):
-            ...     pass
-            >>> Saver(InMemorySaver()).export_thread("nobody")
+            >>> STMSaver(InMemorySaver()).export_thread("nobody")
             Traceback (most recent call last):
             ...
             langgraph_stm._errors.InvalidArgumentError: export_thread: thread 'nobody' has no checkpoint (unknown, deleted or expired)
@@ -758,12 +744,12 @@ class ThreadExport(BaseCheckpointSaver[Any]):
             raise _unknown(tid)
         checkpoints = list(self.inner.list(_thread(tid)))
         state = cast(_Projection, self).get_thread_state(tid)
-        ttl = self._ttl(tid)
+        ttl = _ttl_seconds(getattr(state, "ttl", None))
         return build_document(
             tid,
             latest,
             checkpoints,
-            exported_at=datetime.now(UTC),
+            exported_at=self._now(),
             ttl=ttl,
             expires_at=_expires_at(state, ttl, latest.checkpoint.get("ts")),
         )
@@ -776,12 +762,12 @@ class ThreadExport(BaseCheckpointSaver[Any]):
             raise _unknown(tid)
         checkpoints = [t async for t in self.inner.alist(_thread(tid))]
         state = await cast(_Projection, self).aget_thread_state(tid)
-        ttl = await self._attl(tid)
+        ttl = _ttl_seconds(getattr(state, "ttl", None))
         return build_document(
             tid,
             latest,
             checkpoints,
-            exported_at=datetime.now(UTC),
+            exported_at=self._now(),
             ttl=ttl,
             expires_at=_expires_at(state, ttl, latest.checkpoint.get("ts")),
         )
@@ -801,9 +787,7 @@ class ThreadExport(BaseCheckpointSaver[Any]):
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
             >>> from langgraph_stm.checkpoint import STMSaver
-            >>> class Saver(STMSaver, ThreadExport):
-            ...     pass
-            >>> Saver(InMemorySaver()).import_thread({"schema": "something else"})
+            >>> STMSaver(InMemorySaver()).import_thread({"schema": "something else"})
             Traceback (most recent call last):
             ...
             langgraph_stm._errors.InvalidArgumentError: import_thread: invalid thread document: document['schema'] must be 'langgraph-stm.thread', got 'something else'

@@ -4,19 +4,28 @@
 Reads only read: a projection row that is missing, behind its thread's latest root
 checkpoint, or unreadable is computed from that checkpoint for the answer and left
 as it is; :meth:`ThreadIndex.refresh_threads` rewrites such rows.
+
+Each state carries its thread's lifetime (``ttl``, ``expires_at``) from the lifecycle
+row (:mod:`._retention`); an expired thread that is not swept yet is left out, as if it
+did not exist.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from langgraph_stm.checkpoint._maintenance import Maintenance
+from langgraph_stm.checkpoint._retention import Lifetime, lifecycle_plan
 from langgraph_stm.checkpoint._saver import bridged
 from langgraph_stm.checkpoint._tables import (
+    Dialect,
+    Plan,
     ThreadRow,
     delete_projections_plan,
     latest_roots_plan,
@@ -37,6 +46,23 @@ __all__ = ["ThreadIndex"]
 
 def _root(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def _rows_plan(d: Dialect, thread_ids: Sequence[str] | None) -> Plan:
+    """Projection rows and lifecycle rows of ``thread_ids`` (``None``: all)."""
+    rows = yield from projections_plan(d, thread_ids, None)
+    lives = yield from lifecycle_plan(d, thread_ids)
+    return rows, lives
+
+
+def _timed(state: ThreadState, lifetime: Lifetime) -> ThreadState:
+    if lifetime.ttl is None:
+        return state
+    return dataclasses.replace(state, ttl=lifetime.ttl, expires_at=lifetime.expires_at)
+
+
+Scan = tuple[builtins.list[ThreadRow], dict[str, str], dict[str, tuple[float, float | None]]]
+"""Projection rows, latest root checkpoint ids, lifecycle rows."""
 
 
 class ThreadIndex(Maintenance):
@@ -77,25 +103,36 @@ class ThreadIndex(Maintenance):
         cp = tup.checkpoint
         return to_state(project(thread_id, cp["id"], cp.get("ts"), cp["channel_values"]))
 
-    def _scan(self) -> tuple[builtins.list[ThreadRow], dict[str, str]]:
+    def _scan(self) -> Scan:
         driver = self._sync_driver()
-        rows = driver.read(projections_plan(self._tables.dialect, None, None))
+        rows, lives = driver.read(_rows_plan(self._tables.dialect, None))
         latest = self._latest(rows)
         if latest is None:
             latest = driver.read(latest_roots_plan(self._tables.latest_roots_sql()))
-        return rows, latest
+        return rows, latest, lives
 
-    async def _ascan(self) -> tuple[builtins.list[ThreadRow], dict[str, str]]:
-        rows = await self._aread(projections_plan(self._tables.dialect, None, None))
+    async def _ascan(self) -> Scan:
+        rows, lives = await self._aread(_rows_plan(self._tables.dialect, None))
         latest = self._latest(rows)
         if latest is None:
             latest = await self._aread(latest_roots_plan(self._tables.latest_roots_sql()))
-        return rows, latest
+        return rows, latest, lives
+
+    def _live(
+        self, scan: Scan
+    ) -> tuple[builtins.list[ThreadRow], dict[str, str], dict[str, Lifetime]]:
+        """The scan without expired threads, and the lifetime of each thread left."""
+        rows, latest, lives = scan
+        now = self._life.now()
+        lifetimes = {t: self._life.lifetime(lives.get(t), now) for t in latest}
+        latest = {t: c for t, c in latest.items() if not lifetimes[t].expired}
+        return rows, latest, lifetimes
 
     # -- queries -------------------------------------------------------------------------
     @bridged("aget_thread_state")
     def get_thread_state(self, thread_id: str) -> ThreadState | None:
-        """Return the latest structured state of ``thread_id``, or ``None`` if it has none.
+        """Return the latest structured state of ``thread_id``, or ``None`` if it has none
+        (or it expired).
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -103,23 +140,27 @@ class ThreadIndex(Maintenance):
             >>> STMSaver(InMemorySaver()).get_thread_state("unknown") is None
             True
         """
-        tup = self.inner.get_tuple(_root(str(thread_id)))
+        t = str(thread_id)
+        rows, lives = self._sync_driver().read(_rows_plan(self._tables.dialect, [t]))
+        lifetime = self._life.lifetime(lives.get(t), self._life.now())
+        tup = None if lifetime.expired else self.inner.get_tuple(_root(t))
         if tup is None:
             return None
-        rows = self._sync_driver().read(
-            projections_plan(self._tables.dialect, [str(thread_id)], None)
-        )
         state = fresh_state(rows[0] if rows else None, str(tup.checkpoint["id"]))
-        return state or self._state_of(str(thread_id), self._load(tup, remember=False))
+        state = state or self._state_of(t, self._load(tup, remember=False))
+        return None if state is None else _timed(state, lifetime)
 
     async def aget_thread_state(self, thread_id: str) -> ThreadState | None:
         """Async twin of :meth:`get_thread_state`."""
-        tup = await self.inner.aget_tuple(_root(str(thread_id)))
+        t = str(thread_id)
+        rows, lives = await self._aread(_rows_plan(self._tables.dialect, [t]))
+        lifetime = self._life.lifetime(lives.get(t), self._life.now())
+        tup = None if lifetime.expired else await self.inner.aget_tuple(_root(t))
         if tup is None:
             return None
-        rows = await self._aread(projections_plan(self._tables.dialect, [str(thread_id)], None))
         state = fresh_state(rows[0] if rows else None, str(tup.checkpoint["id"]))
-        return state or self._state_of(str(thread_id), await self._aload(tup, remember=False))
+        state = state or self._state_of(t, await self._aload(tup, remember=False))
+        return None if state is None else _timed(state, lifetime)
 
     @bridged("alist_threads")
     def list_threads(
@@ -130,7 +171,8 @@ class ThreadIndex(Maintenance):
         limit: int | None = None,
         offset: int = 0,
     ) -> builtins.list[ThreadState]:
-        """List the threads' structured states, most recently updated first.
+        """List the threads' structured states, most recently updated first (expired
+        threads left out).
 
         Args:
             updated_after: Only threads whose latest checkpoint is newer than this.
@@ -145,12 +187,13 @@ class ThreadIndex(Maintenance):
             []
         """
         query = ThreadQuery.make(updated_after, updated_before, limit, offset)
-        fresh, stale, _ = self._sorted_out(*self._scan())
+        rows, latest, lifetimes = self._live(self._scan())
+        fresh, stale, _ = self._sorted_out(rows, latest)
         for t in stale:
             state = self._state_of(t, self.get_tuple(_root(t)))
             if state is not None:
                 fresh.append(state)
-        return select_page(fresh, query)
+        return select_page([_timed(s, lifetimes[s.thread_id]) for s in fresh], query)
 
     async def alist_threads(
         self,
@@ -162,12 +205,13 @@ class ThreadIndex(Maintenance):
     ) -> builtins.list[ThreadState]:
         """Async twin of :meth:`list_threads`."""
         query = ThreadQuery.make(updated_after, updated_before, limit, offset)
-        fresh, stale, _ = self._sorted_out(*await self._ascan())
+        rows, latest, lifetimes = self._live(await self._ascan())
+        fresh, stale, _ = self._sorted_out(rows, latest)
         for t in stale:
             state = self._state_of(t, await self.aget_tuple(_root(t)))
             if state is not None:
                 fresh.append(state)
-        return select_page(fresh, query)
+        return select_page([_timed(s, lifetimes[s.thread_id]) for s in fresh], query)
 
     @bridged("arefresh_threads")
     def refresh_threads(self) -> int:
@@ -180,7 +224,8 @@ class ThreadIndex(Maintenance):
             >>> STMSaver(InMemorySaver()).refresh_threads()
             0
         """
-        _, stale, orphans = self._sorted_out(*self._scan())
+        rows, latest, _ = self._scan()
+        _, stale, orphans = self._sorted_out(rows, latest)
         driver = self._sync_driver()
         for t in stale:
             tup = self.get_tuple(_root(t))
@@ -193,7 +238,8 @@ class ThreadIndex(Maintenance):
 
     async def arefresh_threads(self) -> int:
         """Async twin of :meth:`refresh_threads`."""
-        _, stale, orphans = self._sorted_out(*await self._ascan())
+        rows, latest, _ = await self._ascan()
+        _, stale, orphans = self._sorted_out(rows, latest)
         for t in stale:
             tup = await self.aget_tuple(_root(t))
             if tup is not None:

@@ -6,24 +6,25 @@ that a write is about to reference is never collected, without any grace period.
 
 Deleting a thread also deletes the tool outputs offloaded under its namespace in the
 saver's ``store`` (:mod:`langgraph_stm._offload`), first: if the store fails, the
-thread is still there to delete again.
+thread is still there to delete again. Then one transaction counts and deletes its
+rows in every table (the inner saver's, when they share our database, and ours, every
+namespace) and writes its tombstone (:mod:`._retention`), and :meth:`delete_thread`
+reports what it removed in a :class:`~langgraph_stm.checkpoint.DeletionReport`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from langgraph.store.base import BaseStore
-
 from langgraph_stm._errors import InvalidArgumentError
-from langgraph_stm._offload import adelete_offloaded, delete_offloaded
 from langgraph_stm.checkpoint._inner import SQLITE_KEEP_LATEST, SQLITE_TABLES
+from langgraph_stm.checkpoint._retention import DeletionReport, Retention
 from langgraph_stm.checkpoint._saver import SaverCore, bridged
 from langgraph_stm.checkpoint._tables import (
     Plan,
     Stmt,
-    delete_plan,
     lock_plan,
     threads_with_rows_plan,
     vacuum_plan,
@@ -51,11 +52,8 @@ def _sqlite_keep_latest(thread_ids: Sequence[str]) -> Plan:
     return None
 
 
-class Maintenance(SaverCore):
+class Maintenance(Retention):
     """``delete_thread``, ``prune`` and ``vacuum`` with their async twins."""
-
-    store: BaseStore | None = None
-    """The graph's LangGraph store, whose offloaded tool outputs are deleted with a thread."""
 
     def _vacuum_plans(self, thread_ids: Sequence[str]) -> list[Plan]:
         plans: list[Plan] = []
@@ -85,36 +83,35 @@ class Maintenance(SaverCore):
 
     # -- delete --------------------------------------------------------------------------
     @bridged("adelete_thread")
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's checkpoints and every row of ours, all or nothing.
+    def delete_thread(self, thread_id: str) -> DeletionReport:  # type: ignore[override]
+        """Delete the thread completely, all or nothing, and report what was removed.
 
-        With a ``store``, the tool outputs offloaded in the thread go first.
+        With a ``store``, the tool outputs offloaded in the thread go first. Then one
+        transaction counts and deletes the thread's rows in every table, every
+        namespace, and writes its tombstone: a later write carrying one of its
+        checkpoints raises :class:`~langgraph_stm.errors.ThreadDeletedError`, while a
+        fresh run (no ``checkpoint_id``) on the same id starts a new thread.
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> report = STMSaver(InMemorySaver()).delete_thread("t1")
+            >>> report.thread_id, sum(report.rows.values()), report.store_items
+            ('t1', 0, 0)
         """
-        self._delete([str(thread_id)])
+        start = time.perf_counter()
+        removed = self._remove([str(thread_id)], count=True)
+        return DeletionReport(
+            str(thread_id), removed.rows, removed.store_items, time.perf_counter() - start
+        )
 
-    def _delete(self, ids: list[str]) -> None:
-        if self.store is not None:
-            for t in ids:
-                delete_offloaded(self.store, t)
-        inner = self._tables.in_database
-        self._sync_driver().write(delete_plan(self._tables.dialect, ids, inner=inner))
-        for t in ids:
-            self.inner.delete_thread(t)
-        self._encoder.heads.forget(ids)
-
-    async def adelete_thread(self, thread_id: str) -> None:
+    async def adelete_thread(self, thread_id: str) -> DeletionReport:  # type: ignore[override]
         """Async twin of :meth:`delete_thread`."""
-        await self._adelete([str(thread_id)])
-
-    async def _adelete(self, ids: list[str]) -> None:
-        if self.store is not None:
-            for t in ids:
-                await adelete_offloaded(self.store, t)
-        inner = self._tables.in_database
-        await self._awrite(delete_plan(self._tables.dialect, ids, inner=inner))
-        for t in ids:
-            await self.inner.adelete_thread(t)
-        self._encoder.heads.forget(ids)
+        start = time.perf_counter()
+        removed = await self._aremove([str(thread_id)], count=True)
+        return DeletionReport(
+            str(thread_id), removed.rows, removed.store_items, time.perf_counter() - start
+        )
 
     # -- prune ---------------------------------------------------------------------------
     @bridged("aprune")
@@ -133,7 +130,7 @@ class Maintenance(SaverCore):
         if not ids:
             return
         if strategy == "delete":
-            self._delete(ids)
+            self._remove(ids)
             return
         kind = self._inner.kind
         if kind == "sqlite":
@@ -150,7 +147,7 @@ class Maintenance(SaverCore):
         if not ids:
             return
         if strategy == "delete":
-            await self._adelete(ids)
+            await self._aremove(ids)
             return
         kind = self._inner.kind
         if kind == "async_sqlite":

@@ -27,6 +27,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_stm.checkpoint._inner import POSTGRES_TABLES
+from langgraph_stm.checkpoint._retention import backfill_lifecycle
 from langgraph_stm.checkpoint._tables import (
     Dialect,
     Migration,
@@ -129,6 +130,32 @@ MIGRATIONS: list[Migration] = [
     ),
     "DROP TABLE IF EXISTS stm_message_bodies",
     "DROP TABLE IF EXISTS stm_message_lists",
+    # 15-21: the thread lifecycle (TTL, tombstones; see _retention) and the audit trail.
+    """CREATE TABLE IF NOT EXISTS stm_lifecycle (
+        thread_id TEXT PRIMARY KEY,
+        written_at DOUBLE PRECISION NOT NULL,
+        ttl_seconds DOUBLE PRECISION
+    )""",
+    "CREATE INDEX IF NOT EXISTS stm_lifecycle_written_at_idx ON stm_lifecycle (written_at)",
+    "CREATE INDEX IF NOT EXISTS stm_lifecycle_expires_idx "
+    "ON stm_lifecycle ((written_at + ttl_seconds)) WHERE ttl_seconds IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS stm_tombstones (
+        thread_id TEXT PRIMARY KEY,
+        deleted_at DOUBLE PRECISION NOT NULL,
+        last_checkpoint_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS stm_tombstones_deleted_at_idx ON stm_tombstones (deleted_at)",
+    """CREATE TABLE IF NOT EXISTS stm_audit (
+        thread_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        recorded_at DOUBLE PRECISION NOT NULL,
+        checkpoint_id TEXT,
+        resumed_from TEXT,
+        owner TEXT,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (thread_id, run_id)
+    )""",
+    backfill_lifecycle,
 ]
 """Our schema, append-only: ``stm_migrations`` records which steps ran."""
 

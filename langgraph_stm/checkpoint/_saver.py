@@ -5,6 +5,10 @@ projection, in the transaction rules of the backend (:mod:`._sqlite`, :mod:`._po
 -> the inner saver's ``put``.
 read (``get_tuple``/``list``): the inner saver -> only the rows its references name
 (cached bodies skipped) -> decode.
+
+One hook lets the concerns above this class join a checkpoint write's transaction:
+:meth:`SaverCore._around_write` wraps the plan of the checkpoint's rows (the retention
+guard and the lifecycle row, :mod:`._retention`).
 """
 
 from __future__ import annotations
@@ -148,6 +152,18 @@ class SaverCore(BaseCheckpointSaver[Any]):
         driver = self._async_driver()
         return self._tables.sync.write(plan) if driver is None else await driver.write(plan)
 
+    # -- hook of the write path (see the module doc) --------------------------------------
+    def _around_write(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        plan: Plan,
+    ) -> Plan:
+        """The plan a checkpoint write runs, given the plan of its own rows (the
+        retention guard and lifecycle row, the audit entry wrap it)."""
+        return plan
+
     # -- reads through the pipeline ---------------------------------------------------
     def _load(self, tup: CheckpointTuple, *, remember: bool) -> CheckpointTuple:
         plan = self._pipeline.load_plan(tup)
@@ -201,6 +217,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Store our rows of the checkpoint, then the checkpoint (see the module doc)."""
         stored, write, plan = self._pipeline.prepare(config, checkpoint, new_versions)
+        plan = self._around_write(config, checkpoint, metadata, plan)
         with self._sync_driver().writing(plan, ids(config)[0]):
             result = self.inner.put(config, stored, metadata, new_versions)
         if write is not None:
@@ -264,6 +281,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
         stored, write, plan = self._pipeline.prepare(config, checkpoint, new_versions)
+        plan = self._around_write(config, checkpoint, metadata, plan)
         driver = self._async_driver()
         if driver is None:
             with self._tables.sync.writing(plan, ids(config)[0]):

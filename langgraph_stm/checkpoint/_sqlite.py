@@ -20,8 +20,9 @@ Example:
     ...     saver.setup()
     ...     tables = {r[0] for r in saver.inner.conn.execute(
     ...         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'stm_%'")}
-    >>> sorted(tables)
-    ['stm_bodies', 'stm_lists', 'stm_migrations', 'stm_refs', 'stm_threads', 'stm_values']
+    >>> sorted(tables)  # doctest: +NORMALIZE_WHITESPACE
+    ['stm_audit', 'stm_bodies', 'stm_lifecycle', 'stm_lists', 'stm_migrations', 'stm_refs',
+     'stm_threads', 'stm_tombstones', 'stm_values']
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
 from langgraph_stm.checkpoint._inner import SQLITE_TABLES
+from langgraph_stm.checkpoint._retention import backfill_lifecycle
 from langgraph_stm.checkpoint._tables import (
     Dialect,
     Migration,
@@ -133,6 +135,32 @@ MIGRATIONS: list[Migration] = [
     convert_old_rows("SELECT name FROM pragma_table_info('stm_message_bodies')"),
     "DROP TABLE IF EXISTS stm_message_bodies",
     "DROP TABLE IF EXISTS stm_message_lists",
+    # 13-19: the thread lifecycle (TTL, tombstones; see _retention) and the audit trail.
+    """CREATE TABLE IF NOT EXISTS stm_lifecycle (
+        thread_id TEXT PRIMARY KEY,
+        written_at REAL NOT NULL,
+        ttl_seconds REAL
+    )""",
+    "CREATE INDEX IF NOT EXISTS stm_lifecycle_written_at_idx ON stm_lifecycle (written_at)",
+    "CREATE INDEX IF NOT EXISTS stm_lifecycle_expires_idx "
+    "ON stm_lifecycle ((written_at + ttl_seconds)) WHERE ttl_seconds IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS stm_tombstones (
+        thread_id TEXT PRIMARY KEY,
+        deleted_at REAL NOT NULL,
+        last_checkpoint_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS stm_tombstones_deleted_at_idx ON stm_tombstones (deleted_at)",
+    """CREATE TABLE IF NOT EXISTS stm_audit (
+        thread_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        recorded_at REAL NOT NULL,
+        checkpoint_id TEXT,
+        resumed_from TEXT,
+        owner TEXT,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (thread_id, run_id)
+    )""",
+    backfill_lifecycle,
 ]
 """Our schema, append-only: ``stm_migrations`` records which steps ran."""
 

@@ -1,6 +1,6 @@
 """:class:`STMSaver`, the public checkpointer: constructors and setup on top of the
-pipeline (:mod:`._saver`), removal (:mod:`._maintenance`) and the thread index
-(:mod:`._index`)."""
+pipeline (:mod:`._saver`), the thread lifecycle (:mod:`._retention`), removal
+(:mod:`._maintenance`) and the thread index (:mod:`._index`)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 
 from langgraph_stm._errors import InvalidArgumentError
+from langgraph_stm.checkpoint._audit import AuditLog
+from langgraph_stm.checkpoint._export import ThreadExport
 from langgraph_stm.checkpoint._index import ThreadIndex
 
 __all__ = ["STMSaver"]
 
 
-class STMSaver(ThreadIndex):
+class STMSaver(AuditLog, ThreadIndex, ThreadExport):
     """Wrap a checkpointer to add a per-thread structured-state projection and linear storage.
 
     Every sync method forwards to the inner saver's sync method and every async method
@@ -46,6 +48,23 @@ class STMSaver(ThreadIndex):
       ``graph.compile(store=store)``. :meth:`delete_thread` and
       ``prune(..., strategy="delete")`` then also delete the tool outputs
       :class:`~langgraph_stm._offload.Offloader` put in the thread's namespace.
+    - **TTL**: ``ttl=timedelta(...)`` expires a thread that long after its last root
+      checkpoint write; a thread's own TTL (``config["configurable"]["ttl"]`` at its
+      first write, or :meth:`set_ttl`) wins over it. An expired thread reads as if it
+      did not exist until :meth:`sweep` deletes it (in bounded batches). The clock is
+      injectable (``clock=``, a callable returning an aware UTC datetime).
+    - **Deletion that stays deleted**: :meth:`delete_thread` removes every row of the
+      thread (the inner saver's, ours, every namespace, the store's offloaded outputs)
+      and returns a :class:`~langgraph_stm.checkpoint.DeletionReport`; for at least
+      ``deleted_grace`` (default one day) a late write carrying the deleted thread's
+      checkpoint raises :class:`~langgraph_stm.errors.ThreadDeletedError`, while a
+      fresh run on the same id starts a new thread.
+    - **Export**: :meth:`export_thread` returns a versioned JSON document of the thread
+      (latest values, checkpoint ids and timestamps, TTL); :meth:`import_thread`
+      restores it into an empty thread of any backend.
+    - **Audit trail** (``audit=True``): one entry per run, written with its checkpoints:
+      the checkpoint it resumed from, the owner, and which sections ``build_context``
+      injected (ids and counts, never text); :meth:`audit_log` reads them.
 
     Supported inner savers: ``InMemorySaver``, ``SqliteSaver``, ``AsyncSqliteSaver``,
     ``PostgresSaver`` and ``AsyncPostgresSaver``. Any other saver is wrapped with the

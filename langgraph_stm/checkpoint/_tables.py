@@ -14,6 +14,10 @@ their blobs hold):
 - ``stm_values (thread_id, checkpoint_ns, digest, type, data)``
 - ``stm_refs (thread_id, checkpoint_ns, checkpoint_id, refs)``
 - ``stm_threads (thread_id, checkpoint_id, updated_at, message_count, state)``
+- ``stm_lifecycle (thread_id, written_at, ttl_seconds)``, ``stm_tombstones (thread_id,
+  deleted_at, last_checkpoint_id)``: the thread lifecycle, planned in :mod:`._retention`
+- ``stm_audit (thread_id, run_id, recorded_at, checkpoint_id, resumed_from, owner,
+  entry)``: the audit trail
 """
 
 from __future__ import annotations
@@ -42,8 +46,17 @@ __all__ = ["Dialect", "Plan", "Stmt", "ThreadRow"]
 
 LEGACY_OWNER = "*"
 """``stm_refs`` owner of rows converted from the first layout (never reclaimed)."""
-OUR_TABLES = ("stm_bodies", "stm_lists", "stm_values", "stm_refs", "stm_threads")
-"""Every table of ours that holds rows of a thread (``thread_id`` column)."""
+OUR_TABLES = (
+    "stm_bodies",
+    "stm_lists",
+    "stm_values",
+    "stm_refs",
+    "stm_threads",
+    "stm_lifecycle",
+    "stm_audit",
+)
+"""Every table of ours whose rows of a thread are deleted with it (``thread_id``
+column). ``stm_tombstones`` is not one: a thread's tombstone outlives it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +147,8 @@ class Dialect:
         return f"{insert} VALUES ({marks}){self.ignore_suffix}"
 
 
-def _batches(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
+def batches(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    """``values`` in slices of at most ``size``."""
     return [values[i : i + size] for i in range(0, len(values), size)]
 
 
@@ -144,7 +158,7 @@ def _select_in(
     """Rows of ``select ... WHERE thread_id, checkpoint_ns AND column IN values``."""
     rows: list[Any] = []
     p = d.param
-    for batch in _batches(list(values), d.max_params):
+    for batch in batches(list(values), d.max_params):
         cond, params = d.in_list(column, batch)
         sql = f"{select} WHERE thread_id = {p} AND checkpoint_ns = {p} AND {cond}"
         rows += (yield Stmt(sql, [thread_id, ns, *params])) or []
@@ -268,18 +282,7 @@ def _blob(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-# -- deletion and reclaim ------------------------------------------------------------------
-def delete_plan(d: Dialect, thread_ids: Sequence[str], *, inner: bool = True) -> Plan:
-    """Delete the threads' checkpoints (inner tables, when ``inner``) and our rows, in
-    one transaction."""
-    ids = sorted(set(thread_ids))
-    yield from lock_plan(d, ids)
-    p = d.param
-    for table in (*(d.inner_tables if inner else ()), *OUR_TABLES):
-        yield Stmt(f"DELETE FROM {table} WHERE thread_id = {p}", [(t,) for t in ids], many=True)
-    return None
-
-
+# -- locks and reclaim (deletion: :mod:`._retention`) ---------------------------------------
 def lock_plan(d: Dialect, thread_ids: Sequence[str]) -> Plan:
     """Take the backend's thread locks (in a fixed order, so lockers never deadlock)."""
     if d.lock_thread is not None:

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langgraph_stm._errors import InvalidArgumentError
@@ -63,6 +63,13 @@ class ThreadState:
     """Number of messages in ``messages``; ``None`` when the checkpoint does not hold the
     list itself: a ``DeltaChannel`` stores only its writes (and an occasional snapshot),
     so counting would mean replaying the thread's history on every write."""
+    expires_at: datetime | None = None
+    """When the thread expires (UTC): its last root checkpoint write plus :attr:`ttl`;
+    ``None`` when it never does."""
+    ttl: timedelta | None = None
+    """The TTL in force for the thread: its own (``config["configurable"]["ttl"]`` at
+    its first write, or ``STMSaver.set_ttl``), else the saver's ``ttl``; ``None`` when
+    neither is set (or no root checkpoint was written since the lifecycle table exists)."""
 
 
 @dataclass(frozen=True, slots=True)

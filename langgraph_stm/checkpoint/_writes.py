@@ -23,7 +23,6 @@ from langgraph_stm._state import REDUCED_FIELDS, validate_update
 __all__ = ["checked_writes", "stable_message_id"]
 
 
-
 def stable_message_id(config: RunnableConfig, task_id: str, index: int, position: int) -> str:
     """The id given to a message written without one: the same for the same write.
 

@@ -44,11 +44,9 @@ from typing_extensions import TypedDict
 from langgraph_stm import STMState, SummarizeNode
 from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm.checkpoint import STMSaver
-from langgraph_stm.checkpoint._export import SCHEMA, VERSION, ThreadExport
+from langgraph_stm.checkpoint._export import SCHEMA, VERSION
 
-
-class _Saver(STMSaver, ThreadExport):
-    """STMSaver with export (until the mixin is part of STMSaver itself)."""
+_Saver = STMSaver
 
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
@@ -648,34 +646,30 @@ class TestDocument:
         assert [s["channel"] for s in document["skipped"]] == ["messages"]
         assert "DeltaChannel" in document["skipped"][0]["reason"]
 
-    def test_ttl_from_the_saver_accessor(self) -> None:
-        class TTLSaver(_Saver):
-            def thread_ttl(self, thread_id: str) -> timedelta | None:
-                return timedelta(hours=2) if thread_id == "kept" else None
-
-        saver = TTLSaver(InMemorySaver())
+    def test_the_ttl_and_expiry_of_the_source_are_recorded(self) -> None:
+        """A per-thread TTL (set_ttl) and the saver's default are exported with expires_at."""
+        now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+        saver = STMSaver(InMemorySaver(), ttl=timedelta(days=1), clock=lambda: now)
         graph = build(saver)
         run_turns(graph, "kept", 1)
         run_turns(graph, "other", 1)
+        saver.set_ttl("kept", timedelta(hours=2))
         document = saver.export_thread("kept")
         assert document["ttl"] == 7200.0
-        expected = datetime.fromisoformat(document["checkpoint"]["ts"]) + timedelta(hours=2)
+        assert document["exported_at"] == now.isoformat()
         expires_at = document["expires_at"]
         assert expires_at is not None
-        assert datetime.fromisoformat(expires_at) == expected
-        assert saver.export_thread("other")["ttl"] is None
-        assert saver.export_thread("other")["expires_at"] is None
+        assert datetime.fromisoformat(expires_at) == now + timedelta(hours=2)
+        assert saver.export_thread("other")["ttl"] == 86400.0
         # ttl is a record of the source: a saver without TTL imports it as is.
         target = _Saver(InMemorySaver())
         target.import_thread(through_json(document))
         assert target.export_thread("kept")["ttl"] is None
+        assert target.export_thread("kept")["expires_at"] is None
 
-    async def test_async_ttl_accessor(self) -> None:
-        class TTLSaver(_Saver):
-            async def athread_ttl(self, thread_id: str) -> float:
-                return 60
-
-        saver = TTLSaver(InMemorySaver())
+    async def test_async_export_records_the_ttl(self) -> None:
+        """The async twin reads the same TTL."""
+        saver = STMSaver(InMemorySaver(), ttl=60)
         await arun_turns(build(saver), "t", 1)
         assert (await saver.aexport_thread("t"))["ttl"] == 60.0
 

@@ -18,7 +18,14 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_stm import ApprovalToolNode, validate_history
+from langgraph_stm import (
+    ApprovalToolNode,
+    build_context,
+    summarize_history,
+    trim_history,
+    validate_history,
+)
+from langgraph_stm._units import group_units
 from langgraph_stm.tools import InterruptMode, tool_result_id
 from tests.support.approval_graphs import (
     POLICY,
@@ -292,3 +299,39 @@ def test_tools_that_interrupt_run_once_and_get_their_own_answers(data: st.DataOb
     for m in final[1:]:
         if m.name == "confirm":
             assert m.content == f"the user said answer-{m.tool_call_id}"
+
+
+@FEW
+@given(turns(), st.integers(1, 60))
+def test_trim_summarize_and_context_keep_approval_histories_valid(turn: Turn, budget: int) -> None:
+    """The histories the node produces (rejected, edited, responded and raising calls,
+    answered in any order) go through trim, summarize and context as any history does:
+    whole units, a valid result; while paused, the pending unit is always kept."""
+    graph = tools_graph(InMemorySaver(), Ledger(), interrupt_mode=turn.mode)
+    out = graph.invoke({"messages": turn.history}, config("t"))
+    paused = list(out["messages"])
+    final, _ = drive(turn, Ledger())
+    for history, pending in ((paused, bool(turn.gated)), (final, False)):
+        trimmed = trim_history(
+            history, max_tokens=budget, token_counter=len, on_overflow="keep_mandatory"
+        )
+        folded = summarize_history(
+            history,
+            trigger_tokens=budget,
+            keep_tokens=max(budget // 2, 1),
+            token_counter=len,
+        )
+        context = build_context(
+            {"messages": history},
+            max_tokens=budget + 4,
+            token_counter=len,
+            on_overflow="keep_mandatory",
+        )
+        for kept in (trimmed.messages, folded.messages, context.messages):
+            assert validate_history(kept) == []
+            if pending:
+                assert turn.ai.id in {m.id for m in kept}, "the pending unit was evicted"
+        units = {u.ids: u for u in group_units(history)}
+        kept_ids = {m.id for m in trimmed.messages}
+        for ids in units:
+            assert set(ids) <= kept_ids or not (set(ids) & kept_ids), "a unit was split"

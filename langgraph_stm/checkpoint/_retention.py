@@ -1,0 +1,977 @@
+"""Thread lifecycle: time to live, sweeping, and deletion that stays deleted.
+
+**TTL.** Every root-namespace checkpoint write upserts the thread's ``stm_lifecycle``
+row in the same plan (so the same transaction rules) as the checkpoint's own rows:
+``written_at`` is the saver's clock at the write, ``ttl_seconds`` the thread's own TTL,
+set when the row is inserted (from ``config["configurable"]["ttl"]``, a ``timedelta``
+or seconds) or by :meth:`Retention.set_ttl`. A thread **expires** when
+``written_at + (ttl_seconds or the saver's ttl) < now``; a thread without a row (one
+that no root checkpoint was written for since this table exists) never does. Until it
+is swept, an expired thread reads as if it did not exist (``get_tuple`` and ``list`` of
+every namespace, the thread index), and the next write to it first deletes it
+completely, as :meth:`Retention.sweep` would: a fresh run then starts clean, and a
+write carrying one of its old checkpoints is refused like a write to a deleted thread.
+
+**Sweep.** :meth:`Retention.sweep` deletes expired threads in batches of
+``batch_size``: each batch is one transaction (the thread locks of its threads, a
+re-check that they are still expired, the tombstones, the deletes), and no transaction
+spans two batches, so a sweep over any number of threads holds no long lock. It then
+purges the tombstones older than the grace period, in batches too.
+
+**Tombstones.** Deleting a thread (``delete_thread``, ``prune(strategy="delete")``, a
+sweep, a write to an expired thread) writes ``stm_tombstones (thread_id, deleted_at,
+last_checkpoint_id)`` in the deleting transaction: the newest checkpoint id the thread
+had in any namespace. Checkpoint ids are uuid6, time-ordered strings, so a write whose
+config carries a checkpoint id (``checkpoint_id``, or a parent's in ``checkpoint_map``)
+that is not newer than ``last_checkpoint_id`` belongs to the deleted thread: ``put`` and
+``put_writes`` refuse it with :class:`~langgraph_stm.errors.ThreadDeletedError` and
+write nothing. A fresh run carries no checkpoint id; its checkpoints get new, larger
+ids, so its later writes pass. Tombstones are not deleted with their thread.
+
+**Grace period** (``deleted_grace``, default one day). A sweep purges the tombstones
+older than it; a tombstone is honoured until purged, so for at least the grace period.
+A day outlasts any worker that can still hold an old config in practice (a run stuck
+in a retry loop, a queued job, a paused approval retried by a client), while the table
+stays bounded by one small row per thread deleted in the last day. After the purge, a
+write with a config older than the deletion is no longer recognised and would be
+stored; set ``deleted_grace`` longer than the longest time a worker may keep a config.
+
+**Where the check runs.** ``put``: inside the write transaction, before our rows
+(SQLite: the ``BEGIN IMMEDIATE`` transaction the inner ``put`` commits; PostgreSQL:
+our rows' transaction, under the thread's advisory lock, which every deletion takes).
+``put_writes``: the writes go to the inner saver first, then the tombstone is read and
+refused writes are taken back (deleted from its writes table, or ``InMemorySaver``'s
+``writes``). A deletion is one transaction: if it commits before that read, the read
+sees the tombstone and the writes are taken back; if after the writes, it deletes them;
+nothing is left either way. Checking first would delay the inner ``put_writes``, which
+LangGraph runs in the background while the next step may already edit the same
+message objects in place. Over a saver known only by its API (no access to its
+writes) the check runs first, and a deletion committing in between lets the writes in.
+
+**Limits.** Refusal compares checkpoint ids, which come from the writers' clocks: a
+fresh run on a worker whose clock is behind the deleted thread's newest checkpoint (by
+more than the time since the deletion) gets ids that look old, and is refused. On
+PostgreSQL with a pool of fewer than two connections no thread lock is taken (see
+:mod:`._postgres`): a deletion committing between a ``put``'s check and the inner
+``put`` leaves that one checkpoint behind.
+
+Example:
+    >>> from datetime import UTC, datetime, timedelta
+    >>> from langgraph.checkpoint.memory import InMemorySaver
+    >>> from langgraph.graph import START, StateGraph
+    >>> from langgraph_stm import STMSaver, STMState
+    >>> now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    >>> saver = STMSaver(InMemorySaver(), ttl=timedelta(hours=1), clock=lambda: now[0])
+    >>> def answer(state: STMState) -> dict:
+    ...     return {"messages": [("ai", "hi")]}
+    >>> graph = StateGraph(STMState).add_node(answer).add_edge(START, "answer")
+    >>> graph = graph.compile(checkpointer=saver)
+    >>> config = {"configurable": {"thread_id": "t1"}}
+    >>> _ = graph.invoke({"messages": [("user", "hello")]}, config)
+    >>> saver.get_thread_state("t1").expires_at
+    datetime.datetime(2026, 1, 1, 1, 0, tzinfo=datetime.timezone.utc)
+    >>> now[0] += timedelta(hours=2)
+    >>> saver.get_thread_state("t1") is None, graph.get_state(config).values
+    (True, {})
+    >>> saver.sweep()
+    1
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.store.base import BaseStore
+
+from langgraph_stm._errors import InvalidArgumentError, StorageError, ThreadDeletedError
+from langgraph_stm._offload import adelete_offloaded, delete_offloaded
+from langgraph_stm.checkpoint._pipeline import ids
+from langgraph_stm.checkpoint._saver import SaverCore, bridged
+from langgraph_stm.checkpoint._tables import (
+    OUR_TABLES,
+    Dialect,
+    Plan,
+    Stmt,
+    batches,
+    lock_plan,
+)
+
+__all__ = [
+    "Deletion",
+    "DeletionReport",
+    "Lifecycle",
+    "Lifetime",
+    "Retention",
+    "ttl_seconds",
+]
+
+_ATTEMPTS = 3
+"""Writes to an expired thread: delete it, then try again (a few times at most)."""
+_CHECKPOINTS = "checkpoints"
+"""The inner saver's checkpoint table (``thread_id``, ``checkpoint_ns``,
+``checkpoint_id``; pinned by ``tests/unit/test_saver_contract.py``)."""
+
+
+# -- the policy --------------------------------------------------------------------------
+def ttl_seconds(value: object, what: str, *, zero: bool = False) -> float | None:
+    """A TTL (``timedelta`` or seconds) as seconds; ``None`` stays ``None``.
+
+    Example:
+        >>> ttl_seconds(timedelta(minutes=2), "ttl"), ttl_seconds(30, "ttl")
+        (120.0, 30.0)
+        >>> ttl_seconds(-1, "ttl")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        langgraph_stm._errors.InvalidArgumentError: ttl must be a positive timedelta...
+    """
+    if value is None:
+        return None
+    seconds: float | None = None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    if seconds is None or not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        kind = "a timedelta >= 0" if zero else "a positive timedelta"
+        raise InvalidArgumentError(f"{what} must be {kind}, seconds or None, got {value!r}")
+    return seconds
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _epoch(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """What the lifecycle row of one thread says (:meth:`Lifecycle.lifetime`)."""
+
+    ttl: timedelta | None
+    """The thread's TTL in force (its own, else the saver's); ``None``: it never expires."""
+    expires_at: datetime | None
+    """When it expires (UTC), or ``None``."""
+    expired: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """The saver's TTL options, checked, and the expiry rule (see the module doc).
+
+    Example:
+        >>> life = Lifecycle.make(timedelta(seconds=10), None, timedelta(days=1))
+        >>> life.expired(100.0, None, 111.0), life.expired(100.0, 60.0, 111.0)
+        (True, False)
+    """
+
+    ttl: float | None
+    """The saver's TTL in seconds (``None``: threads without their own TTL never expire)."""
+    clock: Callable[[], datetime]
+    grace: float
+    """Seconds a tombstone is kept at least."""
+
+    @classmethod
+    def make(cls, ttl: object, clock: object, deleted_grace: object) -> Lifecycle:
+        """Check ``STMSaver``'s ``ttl``, ``clock`` and ``deleted_grace`` options."""
+        if clock is None:
+            clock = _utc_now
+        if not callable(clock):
+            raise InvalidArgumentError(
+                f"STMSaver(clock=...) takes a callable returning an aware datetime, got {clock!r}"
+            )
+        grace = ttl_seconds(deleted_grace, "STMSaver(deleted_grace=...)", zero=True)
+        if grace is None:
+            raise InvalidArgumentError("STMSaver(deleted_grace=...) must be a timedelta, not None")
+        return cls(ttl_seconds(ttl, "STMSaver(ttl=...)"), cast(Any, clock), grace)
+
+    def now(self) -> float:
+        """The clock's time, as epoch seconds."""
+        value = self.clock()
+        if not isinstance(value, datetime) or value.utcoffset() is None:
+            raise InvalidArgumentError(
+                f"STMSaver(clock=...) must return an aware datetime (UTC), got {value!r}"
+            )
+        return value.timestamp()
+
+    def config_ttl(self, config: RunnableConfig) -> float | None:
+        """The thread TTL a write's config asks for (``configurable["ttl"]``)."""
+        return ttl_seconds(
+            config.get("configurable", {}).get("ttl"), 'config["configurable"]["ttl"]'
+        )
+
+    def expired(self, written_at: float, own: float | None, now: float) -> bool:
+        """The expiry rule, exactly as :func:`expired_plan` writes it in SQL."""
+        if own is not None:
+            return written_at + own < now
+        return self.ttl is not None and written_at < now - self.ttl
+
+    def lifetime(self, row: tuple[float, float | None] | None, now: float) -> Lifetime:
+        """TTL in force, expiry and whether it passed, of a ``(written_at, ttl_seconds)``
+        row (``None``: no row, the thread never expires)."""
+        if row is None:
+            return Lifetime(None, None, False)
+        written_at, own = row
+        ttl = own if own is not None else self.ttl
+        if ttl is None:
+            return Lifetime(None, None, False)
+        expires = _epoch(written_at + ttl)
+        return Lifetime(timedelta(seconds=ttl), expires, self.expired(written_at, own, now))
+
+
+def carried_ids(config: RunnableConfig) -> list[str]:
+    """The checkpoint ids a write's config carries: its ``checkpoint_id`` and the
+    parents' ids of ``checkpoint_map`` (a subgraph's first write carries only those)."""
+    c = config.get("configurable", {})
+    found = [str(c["checkpoint_id"])] if c.get("checkpoint_id") else []
+    parents = c.get("checkpoint_map")
+    if isinstance(parents, Mapping):
+        found += [str(v) for v in parents.values() if v]
+    return found
+
+
+class ThreadExpired(Exception):
+    """Internal: a write met an expired thread, which must be deleted first."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(thread_id)
+
+
+def deleted_error(thread_id: str, checkpoint_id: str, deleted_at: float) -> ThreadDeletedError:
+    at = _epoch(deleted_at)
+    return ThreadDeletedError(
+        f"thread {thread_id!r} was deleted at {at.isoformat()}: this write carries its "
+        f"checkpoint {checkpoint_id!r} and is refused, so the deleted thread is not "
+        "recreated. Start a fresh run (a config without checkpoint_id) to begin a new "
+        "thread with this id.",
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+        deleted_at=at,
+    )
+
+
+# -- plans --------------------------------------------------------------------------------
+def guard_plan(
+    d: Dialect, life: Lifecycle, thread_id: str, carried: Sequence[str], now: float
+) -> Plan:
+    """Refuse a write to a deleted thread (:class:`ThreadDeletedError`) or to an expired
+    one (:class:`ThreadExpired`, to delete it first); run first in the write's plan."""
+    p = d.param
+    sql = (
+        "SELECT l.written_at, l.ttl_seconds, t.deleted_at, t.last_checkpoint_id "
+        f"FROM (SELECT CAST({p} AS TEXT) AS thread_id) AS k "
+        "LEFT JOIN stm_lifecycle AS l ON l.thread_id = k.thread_id "
+        "LEFT JOIN stm_tombstones AS t ON t.thread_id = k.thread_id"
+    )
+    rows = (yield Stmt(sql, [thread_id])) or []
+    written_at, own, deleted_at, last = rows[0] if rows else (None, None, None, None)
+    if written_at is not None and life.expired(float(written_at), _num(own), now):
+        raise ThreadExpired(thread_id)
+    if last is not None and deleted_at is not None:
+        old = [c for c in carried if c <= str(last)]
+        if old:
+            raise deleted_error(thread_id, old[0], float(deleted_at))
+    return None
+
+
+def touch_plan(d: Dialect, thread_id: str, now: float, ttl: float | None) -> Plan:
+    """Record a root checkpoint write: ``written_at`` moves, ``ttl_seconds`` is set only
+    when the row is new."""
+    p = d.param
+    sql = (
+        "INSERT INTO stm_lifecycle (thread_id, written_at, ttl_seconds) "
+        f"VALUES ({p}, {p}, {p}) ON CONFLICT (thread_id) DO UPDATE SET "
+        "written_at = excluded.written_at"
+    )
+    yield Stmt(sql, [(thread_id, now, ttl)], many=True)
+    return None
+
+
+def undo_writes_plan(d: Dialect, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan:
+    """Take back the pending writes of a checkpoint of a deleted thread (they were
+    written before the check that refused them)."""
+    table = next(t for t in d.inner_tables if t.endswith("writes"))
+    p = d.param
+    sql = (
+        f"DELETE FROM {table} WHERE thread_id = {p} AND checkpoint_ns = {p} AND checkpoint_id = {p}"
+    )
+    yield Stmt(sql, [(thread_id, ns, checkpoint_id)], many=True)
+    return None
+
+
+def memory_undo_plan(saver: Any, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan:
+    """:func:`undo_writes_plan` for an ``InMemorySaver`` (``writes`` is keyed by thread,
+    namespace and checkpoint id); runs no statement."""
+    yield from ()  # a plan that runs no statement
+    getattr(saver, "writes", {}).pop((thread_id, ns, checkpoint_id), None)
+    return None
+
+
+def set_ttl_plan(d: Dialect, thread_id: str, now: float, ttl: float | None) -> Plan:
+    """Set a thread's own TTL (a thread without a row gets one, written ``now``)."""
+    p = d.param
+    sql = (
+        "INSERT INTO stm_lifecycle (thread_id, written_at, ttl_seconds) "
+        f"VALUES ({p}, {p}, {p}) ON CONFLICT (thread_id) DO UPDATE SET "
+        "ttl_seconds = excluded.ttl_seconds"
+    )
+    yield Stmt(sql, [(thread_id, now, ttl)], many=True)
+    return None
+
+
+def lifecycle_plan(d: Dialect, thread_ids: Iterable[str] | None) -> Plan:
+    """``{thread_id: (written_at, ttl_seconds)}`` of ``thread_ids`` (``None``: all)."""
+    select = "SELECT thread_id, written_at, ttl_seconds FROM stm_lifecycle"
+    if thread_ids is None:
+        rows = (yield Stmt(select)) or []
+    else:
+        rows = yield from _select_in(d, select, sorted(set(thread_ids)))
+    return {str(r[0]): (float(r[1]), _num(r[2])) for r in rows}
+
+
+def expired_plan(d: Dialect, life: Lifecycle, now: float, limit: int) -> Plan:
+    """At most ``limit`` ids of expired threads, those that expired first first."""
+    p = d.param
+    found: list[str] = []
+    if life.ttl is not None:  # index on written_at
+        rows = yield Stmt(
+            "SELECT thread_id FROM stm_lifecycle WHERE ttl_seconds IS NULL "
+            f"AND written_at < {p} ORDER BY written_at LIMIT {p}",
+            [now - life.ttl, limit],
+        )
+        found += [str(r[0]) for r in rows or []]
+    rows = yield Stmt(  # index on written_at + ttl_seconds
+        "SELECT thread_id FROM stm_lifecycle WHERE ttl_seconds IS NOT NULL "
+        f"AND written_at + ttl_seconds < {p} ORDER BY written_at + ttl_seconds LIMIT {p}",
+        [now, limit],
+    )
+    found += [str(r[0]) for r in rows or []]
+    return found[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What :func:`remove_plan` deleted: the threads, and rows per table if counted."""
+
+    ids: list[str]
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def remove_plan(
+    d: Dialect,
+    thread_ids: Sequence[str],
+    *,
+    now: float,
+    inner: bool,
+    last_ids: Mapping[str, str | None] | None = None,
+    count: bool = False,
+    expired: Lifecycle | None = None,
+) -> Plan:
+    """Delete threads completely in one transaction: their locks, (with ``expired``)
+    a re-check that they are still expired, (with ``count``) their rows per table, their
+    tombstones, then every row of theirs in the inner saver's tables (when ``inner``)
+    and ours. ``last_ids`` gives the newest checkpoint ids when the inner saver's tables
+    are elsewhere. Returns a :class:`Removal`."""
+    ids = sorted(set(thread_ids))
+    yield from lock_plan(d, ids)
+    if expired is not None:
+        rows: dict[str, tuple[float, float | None]] = yield from lifecycle_plan(d, ids)
+        ids = [t for t in ids if t in rows and expired.expired(rows[t][0], rows[t][1], now)]
+    if not ids:
+        return Removal([])
+    if inner:
+        select = f"SELECT thread_id, MAX(checkpoint_id) FROM {_CHECKPOINTS}"
+        found = yield from _select_in(d, select, ids, group=True)
+        last = {str(r[0]): None if r[1] is None else str(r[1]) for r in found}
+    else:
+        last = dict(last_ids or {})
+    tables = (*(d.inner_tables if inner else ()), *OUR_TABLES)
+    counts: dict[str, int] = {}
+    if count:
+        for table in tables:
+            found = yield from _select_in(d, f"SELECT COUNT(*) FROM {table}", ids)
+            counts[table] = sum(int(r[0]) for r in found)
+    p = d.param
+    tombs = [(t, now, last[t]) for t in ids if last.get(t) is not None]
+    if tombs:
+        sql = (
+            "INSERT INTO stm_tombstones (thread_id, deleted_at, last_checkpoint_id) "
+            f"VALUES ({p}, {p}, {p}) ON CONFLICT (thread_id) DO UPDATE SET "
+            "deleted_at = excluded.deleted_at, last_checkpoint_id = CASE "
+            "WHEN stm_tombstones.last_checkpoint_id IS NULL "
+            "OR excluded.last_checkpoint_id > stm_tombstones.last_checkpoint_id "
+            "THEN excluded.last_checkpoint_id ELSE stm_tombstones.last_checkpoint_id END"
+        )
+        yield Stmt(sql, tombs, many=True)
+    for table in tables:
+        for batch in batches(ids, d.max_params):
+            cond, params = d.in_list("thread_id", batch)
+            yield Stmt(f"DELETE FROM {table} WHERE {cond}", params)
+    return Removal(ids, counts)
+
+
+def purge_plan(d: Dialect, before: float, limit: int) -> Plan:
+    """Delete at most ``limit`` tombstones older than ``before``; return how many."""
+    p = d.param
+    rows = (
+        yield Stmt(
+            f"SELECT thread_id FROM stm_tombstones WHERE deleted_at < {p} "
+            f"ORDER BY deleted_at LIMIT {p}",
+            [before, limit],
+        )
+    ) or []
+    ids = [str(r[0]) for r in rows]
+    for batch in batches(ids, d.max_params - 1):
+        cond, params = d.in_list("thread_id", batch)
+        yield Stmt(
+            f"DELETE FROM stm_tombstones WHERE {cond} AND deleted_at < {p}", [*params, before]
+        )
+    return len(ids)
+
+
+def backfill_lifecycle(d: Dialect) -> Plan:
+    """Migration step: a lifecycle row for every projected thread, written at its latest
+    checkpoint's time, so threads older than the table expire too."""
+    rows = (yield Stmt("SELECT thread_id, updated_at FROM stm_threads")) or []
+    out = []
+    for thread_id, updated_at in rows:
+        try:
+            written = datetime.fromisoformat(str(updated_at))
+        except ValueError:
+            continue
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=UTC)
+        out.append((str(thread_id), written.timestamp(), None))
+    if out:
+        yield Stmt(d.ignoring("stm_lifecycle", "thread_id, written_at, ttl_seconds", 3), out, True)
+    return None
+
+
+def _select_in(d: Dialect, select: str, ids: Sequence[str], *, group: bool = False) -> Plan:
+    rows: list[Any] = []
+    for batch in batches(list(ids), d.max_params):
+        cond, params = d.in_list("thread_id", batch)
+        sql = f"{select} WHERE {cond}" + (" GROUP BY thread_id" if group else "")
+        rows += (yield Stmt(sql, params)) or []
+    return rows
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+# -- the inner saver's rows, where they are not in our database ----------------------------
+def memory_rows(saver: Any, thread_id: str) -> dict[str, int]:
+    """Rows an ``InMemorySaver`` holds for a thread: ``checkpoints`` (every namespace),
+    ``writes`` (pending writes) and ``blobs`` (channel versions)."""
+    storage = getattr(saver, "storage", {}).get(thread_id) or {}
+    writes = getattr(saver, "writes", {})
+    return {
+        "checkpoints": sum(len(cps) for cps in list(storage.values())),
+        "writes": sum(len(w) for k, w in list(writes.items()) if k[0] == thread_id),
+        "blobs": sum(1 for k in list(getattr(saver, "blobs", {})) if k[0] == thread_id),
+    }
+
+
+def memory_last_id(saver: Any, thread_id: str) -> str | None:
+    """The newest checkpoint id an ``InMemorySaver`` holds for a thread, any namespace."""
+    storage = getattr(saver, "storage", {}).get(thread_id) or {}
+    ids = [max(cps) for cps in list(storage.values()) if cps]
+    return max(ids) if ids else None
+
+
+def _thread_config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _newest(tuples: Iterable[CheckpointTuple]) -> tuple[str | None, int]:
+    """The newest checkpoint id among ``tuples`` (every namespace) and how many."""
+    found = [str(t.checkpoint["id"]) for t in tuples]
+    return (max(found) if found else None), len(found)
+
+
+def _listed(
+    listed: Mapping[str, tuple[str | None, int]], count: bool
+) -> tuple[dict[str, str | None], dict[str, int]]:
+    last = {t: newest for t, (newest, _) in listed.items()}
+    return last, {"checkpoints": sum(n for _, n in listed.values())} if count else {}
+
+
+def _in_memory(
+    saver: Any, ids: Sequence[str], count: bool
+) -> tuple[dict[str, str | None], dict[str, int]]:
+    """Newest checkpoint ids and (when counted) rows of an ``InMemorySaver``'s threads."""
+    rows: dict[str, int] = {}
+    if count:
+        for t in ids:
+            for table, n in memory_rows(saver, t).items():
+                rows[table] = rows.get(table, 0) + n
+    return {t: memory_last_id(saver, t) for t in ids}, rows
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionReport:
+    """What :meth:`STMSaver.delete_thread` removed.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from langgraph_stm import STMSaver
+        >>> report = STMSaver(InMemorySaver()).delete_thread("unknown")
+        >>> report.thread_id, report.rows["checkpoints"], report.store_items
+        ('unknown', 0, 0)
+    """
+
+    thread_id: str
+    """The thread deleted."""
+    rows: dict[str, int]
+    """Rows deleted per table, counted in the deleting transaction: the inner saver's
+    tables and ours (``stm_*``), zeros included. For an ``InMemorySaver``, its
+    ``checkpoints``, ``writes`` and ``blobs``; for a saver without database access, the
+    ``checkpoints`` its ``list`` returned."""
+    store_items: int
+    """Offloaded tool outputs deleted from the saver's ``store``."""
+    seconds: float
+    """How long the deletion took, store included."""
+
+
+class Deletion(SaverCore):
+    """Complete deletion of threads, with their tombstones (the base of every removal)."""
+
+    store: BaseStore | None = None
+    """The graph's LangGraph store, whose offloaded tool outputs are deleted with a thread."""
+
+    _life: Lifecycle
+
+    def _remove(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        expired: bool = False,
+        count: bool = False,
+        now: float | None = None,
+    ) -> Removed:
+        """Delete threads completely: their offloaded outputs, then one transaction (see
+        :func:`remove_plan`) and, where the inner saver's rows are not in our database,
+        its ``delete_thread``; then what the encoder remembers of them.
+
+        Over an inner saver we cannot reach by SQL, its newest checkpoint ids and rows
+        are read, our plan runs and its ``delete_thread`` runs under the private tables'
+        gate, which every write of ours holds across the inner write: no write of this
+        process falls between them.
+        """
+        ids = [str(t) for t in thread_ids]
+        items = 0
+        if self.store is not None:
+            items = sum(delete_offloaded(self.store, t) for t in ids)
+        if self._tables.in_database:
+            removal: Removal = self._sync_driver().write(
+                self._remove_plan(ids, expired, count, now, None)
+            )
+            inner_rows: dict[str, int] = {}
+        else:
+            driver = self._tables.sync
+            with driver.gate:
+                if self._inner.kind == "memory":
+                    last, inner_rows = _in_memory(self.inner, ids, count)
+                else:  # a saver we only know by its API
+                    listed = {t: _newest(self.inner.list(_thread_config(t))) for t in ids}
+                    last, inner_rows = _listed(listed, count)
+                removal = driver.write(self._remove_plan(ids, expired, count, now, last))
+                for t in removal.ids:
+                    self.inner.delete_thread(t)
+        self._encoder.heads.forget(removal.ids)
+        return Removed(removal.ids, {**inner_rows, **removal.rows}, items)
+
+    async def _aremove(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        expired: bool = False,
+        count: bool = False,
+        now: float | None = None,
+    ) -> Removed:
+        """Async twin of :meth:`_remove`."""
+        ids = [str(t) for t in thread_ids]
+        items = 0
+        if self.store is not None:
+            for t in ids:
+                items += await adelete_offloaded(self.store, t)
+        if self._tables.in_database:
+            removal: Removal = await self._awrite(self._remove_plan(ids, expired, count, now, None))
+            inner_rows: dict[str, int] = {}
+        else:
+            driver = self._tables.sync
+            with driver.gate:
+                if self._inner.kind == "memory":
+                    last, inner_rows = _in_memory(self.inner, ids, count)
+                else:
+                    listed = {
+                        t: _newest([x async for x in self.inner.alist(_thread_config(t))])
+                        for t in ids
+                    }
+                    last, inner_rows = _listed(listed, count)
+                removal = driver.write(self._remove_plan(ids, expired, count, now, last))
+                for t in removal.ids:
+                    await self.inner.adelete_thread(t)
+        self._encoder.heads.forget(removal.ids)
+        return Removed(removal.ids, {**inner_rows, **removal.rows}, items)
+
+    def _remove_plan(
+        self,
+        ids: Sequence[str],
+        expired: bool,
+        count: bool,
+        now: float | None,
+        last: Mapping[str, str | None] | None,
+    ) -> Plan:
+        return remove_plan(
+            self._tables.dialect,
+            ids,
+            now=self._life.now() if now is None else now,
+            inner=self._tables.in_database,
+            last_ids=last,
+            count=count,
+            expired=self._life if expired else None,
+        )
+
+
+class Retention(Deletion):
+    """TTL, sweep and tombstones for :class:`STMSaver` (see the module doc)."""
+
+    def __init__(
+        self,
+        inner: BaseCheckpointSaver[Any],
+        /,
+        *,
+        ttl: timedelta | float | None = None,
+        clock: Callable[[], datetime] | None = None,
+        deleted_grace: timedelta | float = timedelta(days=1),
+        **options: Any,
+    ) -> None:
+        self._life = Lifecycle.make(ttl, clock, deleted_grace)
+        super().__init__(inner, **options)
+
+    @property
+    def ttl(self) -> timedelta | None:
+        """The saver's TTL: threads without their own expire this long after their last
+        root checkpoint write (``None``: they never expire)."""
+        return None if self._life.ttl is None else timedelta(seconds=self._life.ttl)
+
+    # -- hooks of the write path -----------------------------------------------------------
+    def _around_write(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        plan: Plan,
+    ) -> Plan:
+        thread_id, ns, _ = ids(config)
+        life, d = self._life, self._tables.dialect
+        own = life.config_ttl(config) if ns == "" else None
+        now = life.now()
+        yield from guard_plan(d, life, thread_id, carried_ids(config), now)
+        result = yield from plan
+        if ns == "":
+            yield from touch_plan(d, thread_id, now, own)
+        return result
+
+    @bridged("aput")
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store the checkpoint (see :meth:`SaverCore.put`); refuse a write to a deleted
+        thread, delete an expired one first."""
+        for _ in range(_ATTEMPTS):
+            try:
+                return super().put(config, checkpoint, metadata, new_versions)
+            except ThreadExpired as exc:
+                self._remove([exc.thread_id], expired=True)
+        raise _still_expired(config)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of :meth:`put`."""
+        for _ in range(_ATTEMPTS):
+            try:
+                return await super().aput(config, checkpoint, metadata, new_versions)
+            except ThreadExpired as exc:
+                await self._aremove([exc.thread_id], expired=True)
+        raise _still_expired(config)
+
+    @bridged("aput_writes")
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store pending writes (see :meth:`SaverCore.put_writes`), refused like :meth:`put`:
+        written, then checked, and taken back if refused (see the module doc)."""
+        undo = self._undo_plan(config)
+        for _ in range(_ATTEMPTS):
+            try:
+                if undo is None:  # nothing to take back with: check first
+                    self._sync_driver().read(self._writes_guard(config))
+                super().put_writes(config, writes, task_id, task_path)
+                if undo is not None:
+                    self._sync_driver().read(self._writes_guard(config))
+                return
+            except ThreadExpired as exc:
+                self._remove([exc.thread_id], expired=True)
+            except ThreadDeletedError:
+                if undo is not None:
+                    self._sync_driver().write(undo)
+                raise
+        raise _still_expired(config)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of :meth:`put_writes`."""
+        undo = self._undo_plan(config)
+        for _ in range(_ATTEMPTS):
+            try:
+                if undo is None:
+                    await self._aread(self._writes_guard(config))
+                await super().aput_writes(config, writes, task_id, task_path)
+                if undo is not None:
+                    await self._aread(self._writes_guard(config))
+                return
+            except ThreadExpired as exc:
+                await self._aremove([exc.thread_id], expired=True)
+            except ThreadDeletedError:
+                if undo is not None:
+                    await self._awrite(undo)
+                raise
+        raise _still_expired(config)
+
+    def _writes_guard(self, config: RunnableConfig) -> Plan:
+        thread_id = ids(config)[0]
+        return guard_plan(
+            self._tables.dialect, self._life, thread_id, carried_ids(config), self._life.now()
+        )
+
+    def _undo_plan(self, config: RunnableConfig) -> Plan | None:
+        """The plan taking back the pending writes of ``config``'s checkpoint (``None``
+        for a saver whose writes we cannot reach)."""
+        thread_id, ns, checkpoint_id = ids(config)
+        if self._tables.in_database:
+            return undo_writes_plan(self._tables.dialect, thread_id, ns, checkpoint_id)
+        if self._inner.kind == "memory":
+            return memory_undo_plan(self.inner, thread_id, ns, checkpoint_id)
+        return None
+
+    # -- reads: an expired thread does not exist ---------------------------------------------
+    def _expired(self, thread_ids: Iterable[str]) -> set[str]:
+        rows = self._sync_driver().read(lifecycle_plan(self._tables.dialect, thread_ids))
+        return self._expired_of(rows)
+
+    async def _aexpired(self, thread_ids: Iterable[str]) -> set[str]:
+        return self._expired_of(await self._aread(lifecycle_plan(self._tables.dialect, thread_ids)))
+
+    def _expired_of(self, rows: dict[str, tuple[float, float | None]]) -> set[str]:
+        now = self._life.now() if rows else 0.0
+        return {t for t, (written, own) in rows.items() if self._life.expired(written, own, now)}
+
+    @bridged("aget_tuple")
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Fetch a checkpoint tuple (see :meth:`SaverCore.get_tuple`); ``None`` for an
+        expired thread."""
+        if self._expired([ids(config)[0]]):
+            return None
+        return super().get_tuple(config)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async twin of :meth:`get_tuple`."""
+        if await self._aexpired([ids(config)[0]]):
+            return None
+        return await super().aget_tuple(config)
+
+    @bridged("alist")
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoint tuples (see :meth:`SaverCore.list`), without expired threads'."""
+        thread = _thread_of(config)
+        if thread is not None and self._expired([thread]):
+            return
+        # The inner saver may hold its lock while it yields: read its page first.
+        page = builtins.list(self.inner.list(config, filter=filter, before=before, limit=limit))
+        if thread is None and page:
+            hidden = self._expired({ids(t.config)[0] for t in page})
+            page = [t for t in page if ids(t.config)[0] not in hidden]
+        for tup in page:
+            yield self._load(tup, remember=False)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async twin of :meth:`list`."""
+        thread = _thread_of(config)
+        if thread is not None and await self._aexpired([thread]):
+            return
+        page = [
+            t async for t in self.inner.alist(config, filter=filter, before=before, limit=limit)
+        ]
+        if thread is None and page:
+            hidden = await self._aexpired({ids(t.config)[0] for t in page})
+            page = [t for t in page if ids(t.config)[0] not in hidden]
+        for tup in page:
+            yield await self._aload(tup, remember=False)
+
+    @bridged("aget_delta_channel_history")
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """See :meth:`SaverCore.get_delta_channel_history`; empty for an expired thread."""
+        if channels and self._expired([ids(config)[0]]):
+            return {ch: {"writes": []} for ch in channels}
+        return super().get_delta_channel_history(config=config, channels=channels)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async twin of :meth:`get_delta_channel_history`."""
+        if channels and await self._aexpired([ids(config)[0]]):
+            return {ch: {"writes": []} for ch in channels}
+        return await super().aget_delta_channel_history(config=config, channels=channels)
+
+    # -- TTL and sweep ---------------------------------------------------------------------
+    @bridged("aset_ttl")
+    def set_ttl(self, thread_id: str, ttl: timedelta | float | None) -> None:
+        """Give ``thread_id`` its own TTL (``None``: the saver's again), counted from its
+        last root checkpoint write; a thread not written yet keeps it from its first
+        write, counted from now. Lengthening the TTL of an expired thread that is not
+        swept yet makes it visible again.
+
+        Example:
+            >>> from datetime import timedelta
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> STMSaver(InMemorySaver()).set_ttl("t1", timedelta(days=7))
+        """
+        own = ttl_seconds(ttl, "set_ttl: ttl")
+        plan = set_ttl_plan(self._tables.dialect, str(thread_id), self._life.now(), own)
+        self._sync_driver().write(plan)
+
+    async def aset_ttl(self, thread_id: str, ttl: timedelta | float | None) -> None:
+        """Async twin of :meth:`set_ttl`."""
+        own = ttl_seconds(ttl, "set_ttl: ttl")
+        await self._awrite(
+            set_ttl_plan(self._tables.dialect, str(thread_id), self._life.now(), own)
+        )
+
+    @bridged("asweep")
+    def sweep(self, *, batch_size: int = 500) -> int:
+        """Delete every expired thread completely; return how many were deleted.
+
+        Each batch of at most ``batch_size`` threads is one transaction (as
+        :meth:`delete_thread`'s); then tombstones older than ``deleted_grace`` are
+        purged, in batches too. See the module doc.
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> STMSaver(InMemorySaver()).sweep(batch_size=100)
+            0
+        """
+        size, now, total = _batch_size(batch_size), self._life.now(), 0
+        d, driver = self._tables.dialect, self._sync_driver()
+        while candidates := driver.read(expired_plan(d, self._life, now, size)):
+            removed = self._remove(candidates, expired=True, now=now)
+            total += len(removed.ids)
+            if not removed.ids or len(candidates) < size:
+                break
+        while driver.write(purge_plan(d, now - self._life.grace, size)) == size:
+            pass
+        return total
+
+    async def asweep(self, *, batch_size: int = 500) -> int:
+        """Async twin of :meth:`sweep`."""
+        size, now, total = _batch_size(batch_size), self._life.now(), 0
+        d = self._tables.dialect
+        while candidates := await self._aread(expired_plan(d, self._life, now, size)):
+            removed = await self._aremove(candidates, expired=True, now=now)
+            total += len(removed.ids)
+            if not removed.ids or len(candidates) < size:
+                break
+        while await self._awrite(purge_plan(d, now - self._life.grace, size)) == size:
+            pass
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """What :meth:`Retention._remove` deleted: threads, rows per table, store items."""
+
+    ids: builtins.list[str]
+    rows: dict[str, int]
+    store_items: int
+
+
+def _thread_of(config: RunnableConfig | None) -> str | None:
+    thread = (config or {}).get("configurable", {}).get("thread_id")
+    return None if thread is None else str(thread)
+
+
+def _batch_size(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidArgumentError(f"sweep: batch_size must be an int >= 1, got {value!r}")
+    return value
+
+
+def _still_expired(config: RunnableConfig) -> StorageError:
+    thread_id, ns, _ = ids(config)
+    return StorageError(
+        f"thread {thread_id!r} stays expired after being deleted: is the saver's clock "
+        "going backwards?",
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+    )

@@ -16,11 +16,12 @@ ids, flags and counts (:class:`~langgraph_stm._audit_context.InjectedSections`).
   from with new input; ``NULL`` for a new thread) and ``recorded_at`` the time; every
   later one moves ``checkpoint_id`` to the checkpoint it wrote (the latest of the run)
   and rewrites ``entry`` when ``build_context`` recorded new calls;
-- a task's writes (``put_writes``: :meth:`AuditTrail.writes_plan`, before the inner
-  write), only when there is something new: a task that ends in ``interrupt()`` or an exception
-  saves writes but no checkpoint, so the calls it made are written there, and a resumed
-  run's first write is its resume value, which inserts the entry (``resumed_from`` the
-  checkpoint resumed, ``checkpoint_id`` ``NULL`` until the run writes a checkpoint).
+- a task's writes (``put_writes``: :meth:`AuditTrail.writes_plan`, in a transaction of
+  its own right after the inner write was accepted), only when there is something new:
+  a task that ends in ``interrupt()`` or an exception saves writes but no checkpoint,
+  so the calls it made are written there, and a resumed run's first write is its
+  resume value, which inserts the entry (``resumed_from`` the checkpoint resumed,
+  ``checkpoint_id`` ``NULL`` until the run writes a checkpoint).
 
 On PostgreSQL, as for every row of ours, the entry commits just before the inner write.
 
@@ -261,9 +262,8 @@ class AuditTrail:
         A task that ends in ``interrupt()`` or an exception saves its writes but no
         checkpoint, so its ``build_context`` calls are written here; and a resumed run
         whose first write is the resume value gets its entry here (``checkpoint_id``
-        stays ``NULL`` until the run writes a checkpoint). Run it before the inner
-        ``put_writes`` and after any check that may refuse the writes
-        (:meth:`with_writes`), in a transaction.
+        stays ``NULL`` until the run writes a checkpoint). :class:`AuditLog` runs it in a
+        transaction once the writes were stored and not refused.
         """
         thread_id, ns, parent = ids(config)
         if ns != "" or not thread_id:
@@ -291,21 +291,6 @@ class AuditTrail:
     ) -> Plan:
         """``plan`` (a checkpoint's write plan), then :meth:`entry_plan` of the same write."""
         return chain(plan, self.entry_plan(config, checkpoint, metadata, owner=owner, now=now))
-
-    def with_writes(
-        self,
-        guard: Plan | None,
-        config: RunnableConfig,
-        *,
-        owner: str | None = None,
-        now: float | datetime | None = None,
-    ) -> Plan | None:
-        """``guard`` (the plan ``put_writes`` runs first, if any), then
-        :meth:`writes_plan`; ``None`` when both are ``None``."""
-        plan = self.writes_plan(config, owner=owner, now=now)
-        if plan is None or guard is None:
-            return guard if plan is None else plan
-        return chain(guard, plan)
 
     def _claim(
         self, key: RunKey, config: RunnableConfig, metadata: CheckpointMetadata | None
@@ -411,7 +396,8 @@ def read_plan(d: Dialect, thread_id: str) -> Plan:
     rows = (
         yield Stmt(
             f"SELECT {_COLUMNS} FROM {AUDIT_TABLE} WHERE thread_id = {d.param} "
-            "ORDER BY recorded_at, run_id",
+            # Ties (a coarse or frozen clock): a resumed run's checkpoints are newer.
+            "ORDER BY recorded_at, COALESCE(checkpoint_id, resumed_from, ''), run_id",
             [thread_id],
         )
     ) or []

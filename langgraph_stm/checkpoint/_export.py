@@ -20,14 +20,30 @@ The document (``schema`` ``"langgraph-stm.thread"``, ``version`` 1) is JSON data
   timestamps only, no values.
 - ``values``: the channel values of that latest root checkpoint, ``{channel: value}``.
   A list of LangChain messages is written with ``langchain_core.messages.messages_to_dict``
-  and its channel is named in ``message_channels``; every other value is written as it
-  is (goal, plan, constraints, artifacts, last_error, summary with its coverage, keys
-  of your own), when it is JSON data that reads back equal.
-- ``message_channels``: the channels of ``values`` that hold messages.
-- ``skipped``: the channels that are not in ``values``, each as ``{"channel", "type",
-  "reason"}``: a value that is not JSON data (a ``datetime``, a ``set``, a tuple, a
-  pydantic model, a ``NaN``, a message whose dump does not read back the same), or a
-  channel the checkpoint holds no value for (a ``DeltaChannel`` stores only its writes).
+  (one ``{"type", "data"}`` item per message) and its channel is named in
+  ``message_channels``; every other value is written as it is (goal, plan, constraints,
+  artifacts, last_error, summary with its coverage, keys of your own), when it is JSON
+  data that reads back equal.
+- ``message_channels``: the channels of ``values`` that hold messages. Every other
+  channel is read back as plain JSON, so a channel of your own whose list holds
+  ``{"type": str, "data": {...}}`` items (what a message is written as) is skipped on
+  export and refused on import, rather than stored as dicts where messages belong.
+- ``skipped``: what is not in ``values``, or not as it was, one entry each:
+
+  - a whole channel, ``{"channel", "type", "reason"}``: a value that is not JSON data (a
+    ``datetime``, a ``set``, a tuple, a pydantic model, a ``NaN``), messages that do not
+    read back as the same class and fields (a message class of your own), or a channel
+    the checkpoint holds no value for (a ``DeltaChannel`` stores only its writes);
+  - a part of one message, ``{"channel", "index", "message_id", "field", "type",
+    "reason"}``: a message is kept, but a value in it that JSON cannot hold (a tuple
+    ``artifact``, a ``datetime`` in ``additional_kwargs``) is left out, at the deepest
+    place it occurs. ``field`` is its path in the message's ``model_dump()``
+    (``"artifact"``, ``"additional_kwargs['when']"``, ``"content[1]['data']"``: indexes
+    and keys of the original message), ``index`` the message's position in the channel,
+    ``type`` the type of what was left out. A top-level field left out reads back as its
+    default (``artifact=None``), which ``reason`` names; an entry or array item left out
+    is just absent. Everything else of that message reads back the same (checked on
+    export; if not, the whole channel is skipped instead).
 - ``ttl``: the thread's time to live in seconds, ``expires_at`` when it expires (ISO
   8601), both ``null`` when the saver has no TTL for the thread.
 
@@ -48,16 +64,18 @@ Not exported, by design:
 - **The store.** Tool outputs offloaded to the graph's store stay there; the artifacts
   referencing them are exported as records.
 
-Import validates the document (schema, version, shape; the structured fields as
-``check_state_values`` checks them when the saver validates writes), refuses a target
-thread that already has checkpoints, and writes one checkpoint built from LangGraph's
-``empty_checkpoint()`` with versions from the saver's ``get_next_version``, whose
-metadata is ``{"source": "update", "step": -1, "parents": {}, "stm_imported_from":
-{...}}``. A graph compiled with the importing saver over the same state schema then
-reads the same ``graph.get_state(config).values`` (messages of the same class and the
-same ``model_dump()``), and ``get_thread_state`` the same projection. Two concurrent
-imports into the same empty thread are not serialized: import into a thread no one
-else writes.
+Import validates the document (schema, version, shape; every item of a message channel
+must read back as a LangChain message; the structured fields as ``check_state_values``
+checks them when the saver validates writes), refuses a target thread that already has
+checkpoints as the saver reads it (an expired thread not swept yet has none: the
+import's write deletes it first, as every ``put`` of the saver does), and writes one
+checkpoint built from LangGraph's ``empty_checkpoint()`` with versions from the saver's
+``get_next_version``, whose metadata is ``{"source": "update", "step": -1, "parents":
+{}, "stm_imported_from": {...}}``. A graph compiled with the importing saver over the
+same state schema then reads the same ``graph.get_state(config).values`` (messages of
+the same class and the same ``model_dump()``), and ``get_thread_state`` the same
+projection. Two concurrent imports into the same empty thread are not serialized: import
+into a thread no one else writes.
 
 Example:
     >>> import json
@@ -84,7 +102,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Final, NotRequired, Protocol, TypedDict, cast
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 from langchain_core.runnables import RunnableConfig
@@ -145,9 +163,16 @@ class CheckpointEntry(TypedDict):
 
 
 class SkippedChannel(TypedDict):
-    """A channel whose value is not in the document, and why."""
+    """A channel whose value is not in the document, or a part of one message that is
+    not (``index``, ``message_id`` and ``field`` then say which), and why."""
 
     channel: str
+    index: NotRequired[int]
+    """The message's position in the channel (a message's part only)."""
+    message_id: NotRequired[str | None]
+    """The message's id (a message's part only)."""
+    field: NotRequired[str]
+    """The path of what was left out in the message's ``model_dump()``."""
     type: str
     reason: str
 
@@ -239,21 +264,164 @@ def _is_message_list(value: object) -> bool:
     )
 
 
-def _same_messages(original: list[BaseMessage], encoded: list[dict[str, Any]]) -> bool:
-    try:
-        decoded = messages_from_dict(encoded)
-    except (ValueError, TypeError, KeyError):
-        return False
-    return all(
-        type(a) is type(b) and a.model_dump() == b.model_dump()
-        for a, b in zip(original, decoded, strict=True)
+def _is_message_item(value: object) -> bool:
+    """Whether ``value`` has the shape of a ``messages_to_dict`` item."""
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("type"), str)
+        and isinstance(value.get("data"), Mapping)
     )
+
+
+def _holds_message_items(value: object) -> bool:
+    return isinstance(value, list) and any(_is_message_item(item) for item in value)
+
+
+def _decode_message(item: Mapping[str, Any]) -> BaseMessage:
+    """One ``messages_to_dict`` item as a message; any failure of LangChain's constructors
+    (``ValueError``, ``TypeError``, ``AttributeError``, ...) raises, as it is."""
+    message = messages_from_dict([dict(item)])[0]
+    if not isinstance(message, BaseMessage):  # pragma: no cover - LangChain's contract
+        raise TypeError(f"messages_from_dict gave a {_type_name(message)}")
+    return message
+
+
+def _read_back(
+    item: Mapping[str, Any], cls: type[BaseMessage], dropped: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """The ``model_dump()`` of ``item`` read back, if it is a ``cls`` (exactly) the same as
+    ``item["data"]`` but for the top-level fields ``dropped`` (absent from the data);
+    else ``None``."""
+    try:
+        message = _decode_message(item)
+    except Exception:
+        return None
+    if type(message) is not cls:
+        return None
+    dump = message.model_dump()
+    left_out = set(dropped)
+    if {k: v for k, v in dump.items() if k not in left_out} != item["data"]:
+        return None
+    return dump
+
+
+# (path in the message's model_dump, the value or key left out, where it was)
+_Change = tuple[str, object, str]
+
+
+def _clean(value: Any, path: str, changes: list[_Change]) -> Any:
+    """A JSON copy of the dict or list ``value`` without what JSON cannot hold: each
+    value inside that is not JSON data (or a key that is not a string) is left out at
+    the deepest place it occurs and recorded in ``changes``. Raises ``_NotJSON`` when
+    ``value`` itself is not JSON data (a tuple, a ``datetime``)."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            where = f"{path}[{key!r}]"
+            if not isinstance(key, str):
+                changes.append((where, key, "key"))
+                continue
+            try:
+                out[str.__str__(key)] = _clean(item, where, changes)
+            except _NotJSON:
+                changes.append((where, item, "entry"))
+        return out
+    if isinstance(value, list):
+        items: list[Any] = []
+        for i, item in enumerate(value):
+            try:
+                items.append(_clean(item, f"{path}[{i}]", changes))
+            except _NotJSON:
+                changes.append((f"{path}[{i}]", item, "item"))
+        return items
+    return _json_copy(value)
+
+
+def _clean_data(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[_Change]]:
+    """A message's ``model_dump()`` without what JSON cannot hold (see :func:`_clean`);
+    a top-level field that is not JSON data (or nested too deep) is left out whole."""
+    out: dict[str, Any] = {}
+    changes: list[_Change] = []
+    for field, value in data.items():
+        mark = len(changes)
+        try:
+            out[str(field)] = _clean(value, str(field), changes)
+        except _NotJSON:
+            changes.append((str(field), value, "field"))
+        except RecursionError:
+            del changes[mark:]
+            changes.append((str(field), value, "deep"))
+    return out, changes
+
+
+_NOT_SAME = "holds messages that do not read back the same from messages_to_dict"
+
+
+def _change_reason(value: object, kind: str, dump: Mapping[str, Any], path: str) -> str:
+    what = f"a {_type_name(value)} is not JSON data"
+    if kind == "key":
+        return f"a key of type {_type_name(value)} is not a string: the entry is left out"
+    if kind == "entry":
+        return f"{what}: the entry is left out"
+    if kind == "item":
+        return f"{what}: the item is left out of the array"
+    if kind == "deep":
+        what = f"a {_type_name(value)} nested too deep is not JSON data"
+    return f"{what}: the field is left out and reads back as {dump.get(path)!r}"
+
+
+def _encode_messages(
+    channel: str, messages: list[BaseMessage]
+) -> tuple[list[dict[str, Any]], list[SkippedChannel]] | str:
+    """``(items, notes)`` for a channel of messages, each message written with
+    ``messages_to_dict`` and what JSON cannot hold left out of it (one note each); or
+    the reason the whole channel is skipped."""
+    items: list[dict[str, Any]] = []
+    notes: list[SkippedChannel] = []
+    for index, message in enumerate(messages):
+        try:
+            raw = messages_to_dict([message])[0]
+        except Exception as exc:
+            return f"holds a message messages_to_dict cannot write ({_type_name(exc)})"
+        item, culprit = _checked_copy(raw)
+        if culprit is None:
+            if _read_back(item, type(message)) is None:
+                return _NOT_SAME
+            items.append(item)
+            continue
+        data, changes = _clean_data(raw["data"])
+        item = {"type": str(raw["type"]), "data": data}
+        dropped = [path for path, _, kind in changes if kind in ("field", "deep")]
+        dump = _read_back(item, type(message), dropped)
+        if dump is None:
+            return (
+                "holds messages that messages_to_dict does not write as JSON data "
+                f"(a {_type_name(culprit)}) and that do not read back without it"
+            )
+        items.append(item)
+        message_id = None if message.id is None else str(message.id)
+        for path, value, kind in changes:
+            notes.append(
+                {
+                    "channel": channel,
+                    "index": index,
+                    "message_id": message_id,
+                    "field": path,
+                    "type": _type_name(value),
+                    "reason": _change_reason(value, kind, dump, path),
+                }
+            )
+    return items, notes
 
 
 # -- export ------------------------------------------------------------------------------
 _DELTA_REASON = (
     "a DeltaChannel: its value is rebuilt from the thread's writes by the graph's "
     "reducer, which export does not have"
+)
+_LOOKS_LIKE_MESSAGES = (
+    "holds items shaped like messages_to_dict's ({'type': str, 'data': {...}}) but no "
+    "messages: import would take them for messages"
 )
 _NO_VALUE_REASON = (
     "the checkpoint holds no value for it (a DeltaChannel, rebuilt from the thread's "
@@ -288,19 +456,18 @@ def encode_values(
             continue
         value = channel_values[channel]
         if _is_message_list(value):
-            encoded, culprit = _checked_copy(messages_to_dict(value))
-            if culprit is None and _same_messages(value, encoded):
-                values[channel] = encoded
-                message_channels.append(channel)
-                continue
-            reason = "holds messages that messages_to_dict does not write as JSON data"
-            if culprit is None:
-                reason = "holds messages that do not read back the same from messages_to_dict"
+            encoded = _encode_messages(channel, value)
+            if isinstance(encoded, str):
+                skipped.append({"channel": channel, "type": "list", "reason": encoded})
             else:
-                reason += f" (a {_type_name(culprit)})"
-            skipped.append({"channel": channel, "type": "list", "reason": reason})
+                values[channel], notes = encoded
+                message_channels.append(channel)
+                skipped.extend(notes)
             continue
         copied, culprit = _checked_copy(value)
+        if culprit is None and _holds_message_items(copied):
+            skipped.append({"channel": channel, "type": "list", "reason": _LOOKS_LIKE_MESSAGES})
+            continue
         if culprit is None:
             values[channel] = copied
             continue
@@ -484,6 +651,23 @@ def _json(value: object, where: str) -> Any:
     return copied
 
 
+def _skipped_entry(item: Mapping[str, Any], where: str) -> SkippedChannel:
+    """A copy of one ``skipped`` entry, a channel's or a message part's."""
+    entry: dict[str, Any] = {"channel": _text(item, "channel", where)}
+    if "index" in item:
+        index = item["index"]
+        if type(index) is not int or index < 0:
+            raise _bad(f"{where}['index']", f"must be an integer >= 0, got {index!r}")
+        entry["index"] = index
+    if "message_id" in item:
+        entry["message_id"] = _text(item, "message_id", where, nullable=True)
+    if "field" in item:
+        entry["field"] = _text(item, "field", where)
+    entry["type"] = _text(item, "type", where)
+    entry["reason"] = _text(item, "reason", where, nullable=True) or ""
+    return cast(SkippedChannel, entry)
+
+
 def validate_document(document: object) -> ThreadDocument:
     """Check a thread document's schema, version and shape; return a plain copy of it.
 
@@ -552,24 +736,25 @@ def validate_document(document: object) -> ThreadDocument:
             raise _bad(
                 f"document['message_channels'][{i}]", f"names no channel of values: {channel!r}"
             )
+        if channel in message_channels:
+            raise _bad(f"document['message_channels'][{i}]", f"repeats {channel!r}")
         for j, message in enumerate(_list(values[channel], f"document['values'][{channel!r}]")):
             where = f"document['values'][{channel!r}][{j}]"
-            item = _mapping(message, where)
-            if not isinstance(item.get("type"), str) or not isinstance(item.get("data"), Mapping):
+            if not _is_message_item(_mapping(message, where)):
                 raise _bad(where, "must be a messages_to_dict item: {'type': str, 'data': {...}}")
         message_channels.append(channel)
+    for channel, value in values.items():
+        if channel not in message_channels and _holds_message_items(value):
+            raise _bad(
+                f"document['values'][{channel!r}]",
+                "holds messages_to_dict items ({'type': str, 'data': {...}}) but is not in "
+                "document['message_channels']: list it there to import them as messages",
+            )
 
-    skipped: list[SkippedChannel] = []
-    for i, raw in enumerate(_list(doc["skipped"], "document['skipped']")):
-        where = f"document['skipped'][{i}]"
-        item = _mapping(raw, where)
-        skipped.append(
-            {
-                "channel": cast(str, _text(item, "channel", where)),
-                "type": cast(str, _text(item, "type", where)),
-                "reason": _text(item, "reason", where, nullable=True) or "",
-            }
-        )
+    skipped = [
+        _skipped_entry(_mapping(raw, f"document['skipped'][{i}]"), f"document['skipped'][{i}]")
+        for i, raw in enumerate(_list(doc["skipped"], "document['skipped']"))
+    ]
 
     ttl = doc["ttl"]
     if ttl is not None and (
@@ -606,10 +791,16 @@ def decode_values(document: ThreadDocument) -> dict[str, Any]:
     """  # noqa: E501
     values = dict(document["values"])
     for channel in document["message_channels"]:
-        try:
-            values[channel] = messages_from_dict(values[channel])
-        except (ValueError, TypeError, KeyError) as exc:
-            raise _bad(f"document['values'][{channel!r}]", f"holds a bad message: {exc}") from exc
+        messages: list[BaseMessage] = []
+        for i, item in enumerate(values[channel]):
+            try:
+                messages.append(_decode_message(item))
+            except Exception as exc:  # LangChain's constructors raise many kinds
+                raise _bad(
+                    f"document['values'][{channel!r}][{i}]",
+                    f"is not a message LangChain reads ({type(exc).__name__}: {exc})",
+                ) from exc
+        values[channel] = messages
     return values
 
 
@@ -794,7 +985,9 @@ class ThreadExport(BaseCheckpointSaver[Any]):
         """  # noqa: E501
         doc, values = self._validated_values(document)
         target = _target(doc, thread_id)
-        if list(self.inner.list(_thread(target), limit=1)):
+        # The saver's own list: an expired thread not swept yet is empty to every read,
+        # and the put below deletes it first.
+        if list(self.list(_thread(target), limit=1)):
             raise _not_empty(target)
         checkpoint, versions = import_checkpoint(values, self.get_next_version)
         return self.put(_root(target), checkpoint, import_metadata(doc), versions)
@@ -805,7 +998,7 @@ class ThreadExport(BaseCheckpointSaver[Any]):
         """Async twin of :meth:`import_thread`."""
         doc, values = self._validated_values(document)
         target = _target(doc, thread_id)
-        if [t async for t in self.inner.alist(_thread(target), limit=1)]:
+        if [t async for t in self.alist(_thread(target), limit=1)]:
             raise _not_empty(target)
         checkpoint, versions = import_checkpoint(values, self.get_next_version)
         return await self.aput(_root(target), checkpoint, import_metadata(doc), versions)

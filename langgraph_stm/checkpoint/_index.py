@@ -144,7 +144,7 @@ class ThreadIndex(Maintenance):
         rows, lives = self._sync_driver().read(_rows_plan(self._tables.dialect, [t]))
         lifetime = self._life.lifetime(lives.get(t), self._life.now())
         tup = None if lifetime.expired else self.inner.get_tuple(_root(t))
-        if tup is None:
+        if tup is None or not self._visible([tup]):  # a deleted thread's leftover
             return None
         state = fresh_state(rows[0] if rows else None, str(tup.checkpoint["id"]))
         state = state or self._state_of(t, self._load(tup, remember=False))
@@ -156,7 +156,7 @@ class ThreadIndex(Maintenance):
         rows, lives = await self._aread(_rows_plan(self._tables.dialect, [t]))
         lifetime = self._life.lifetime(lives.get(t), self._life.now())
         tup = None if lifetime.expired else await self.inner.aget_tuple(_root(t))
-        if tup is None:
+        if tup is None or not await self._avisible([tup]):
             return None
         state = fresh_state(rows[0] if rows else None, str(tup.checkpoint["id"]))
         state = state or self._state_of(t, await self._aload(tup, remember=False))

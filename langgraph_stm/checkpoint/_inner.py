@@ -22,8 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base.id import uuid6
 
-__all__ = ["Inner", "inspect_inner"]
+__all__ = ["Inner", "checkpoint_id_now", "inspect_inner"]
+
+
+def checkpoint_id_now() -> str:
+    """An id made now the way LangGraph makes checkpoint ids (``uuid6``): ids of
+    checkpoints created earlier compare lower as strings, later ones higher (pinned by
+    ``tests/unit/test_saver_contract.py``)."""
+    return str(uuid6())
+
 
 SQLITE_TABLES = ("checkpoints", "writes")
 """SqliteSaver's tables with a ``thread_id`` column."""

@@ -18,9 +18,10 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -226,9 +227,15 @@ class PostgresDriver:
             finally:
                 cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
 
+    def _lock(self) -> Any:
+        """The inner saver's lock, which guards its one shared connection; a pool hands
+        each caller its own connection, and holding the lock there while waiting for a
+        writer's thread lock would deadlock with that writer's inner ``put``."""
+        return nullcontext() if isinstance(self.inner.conn, ConnectionPool) else self.inner.lock
+
     def read(self, plan: Plan) -> Any:
         with (
-            self.inner.lock,
+            self._lock(),
             self._conn() as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
@@ -236,7 +243,7 @@ class PostgresDriver:
 
     def write(self, plan: Plan) -> Any:
         with (
-            self.inner.lock,
+            self._lock(),
             self._conn() as conn,
             conn.transaction(),
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
@@ -320,9 +327,15 @@ class AsyncPostgresDriver:
             finally:
                 await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
 
+    def _lock(self) -> Any:
+        """See :meth:`PostgresDriver._lock`."""
+        if isinstance(self.inner.conn, AsyncConnectionPool):
+            return contextlib.AsyncExitStack()
+        return self.inner.lock
+
     async def read(self, plan: Plan) -> Any:
         async with (
-            self.inner.lock,
+            self._lock(),
             self._conn() as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
@@ -330,7 +343,7 @@ class AsyncPostgresDriver:
 
     async def write(self, plan: Plan) -> Any:
         async with (
-            self.inner.lock,
+            self._lock(),
             self._conn() as conn,
             conn.transaction(),
             conn.cursor(binary=True, row_factory=tuple_row) as cur,

@@ -106,6 +106,7 @@ from langgraph.store.base import BaseStore
 
 from langgraph_stm._errors import InvalidArgumentError, StorageError, ThreadDeletedError
 from langgraph_stm._offload import adelete_offloaded, delete_offloaded
+from langgraph_stm.checkpoint._inner import checkpoint_id_now
 from langgraph_stm.checkpoint._pipeline import ids
 from langgraph_stm.checkpoint._saver import SaverCore, bridged
 from langgraph_stm.checkpoint._tables import (
@@ -155,7 +156,16 @@ def ttl_seconds(value: object, what: str, *, zero: bool = False) -> float | None
     if seconds is None or not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
         kind = "a timedelta >= 0" if zero else "a positive timedelta"
         raise InvalidArgumentError(f"{what} must be {kind}, seconds or None, got {value!r}")
+    if seconds > MAX_TTL:
+        raise InvalidArgumentError(
+            f"{what} must be at most 100 years ({MAX_TTL:.0f} s), got {value!r}; "
+            "use None for a thread that never expires"
+        )
     return seconds
+
+
+MAX_TTL = 100 * 365.25 * 86400.0
+"""The longest TTL (and grace period) accepted: an expiry date stays a valid datetime."""
 
 
 def _utc_now() -> datetime:
@@ -263,7 +273,8 @@ class ThreadExpired(Exception):
 def deleted_error(thread_id: str, checkpoint_id: str, deleted_at: float) -> ThreadDeletedError:
     at = _epoch(deleted_at)
     return ThreadDeletedError(
-        f"thread {thread_id!r} was deleted at {at.isoformat()}: this write carries its "
+        f"thread {thread_id!r} was deleted at {at.isoformat()} (by delete_thread, or after "
+        f"its TTL ran out without a write): this write carries its "
         f"checkpoint {checkpoint_id!r} and is refused, so the deleted thread is not "
         "recreated. Start a fresh run (a config without checkpoint_id) to begin a new "
         "thread with this id.",
@@ -415,7 +426,18 @@ def remove_plan(
             found = yield from _select_in(d, f"SELECT COUNT(*) FROM {table}", ids)
             counts[table] = sum(int(r[0]) for r in found)
     p = d.param
-    tombs = [(t, now, last[t]) for t in ids if last.get(t) is not None]
+    # An explicit deletion marks the thread with an id of the same kind as LangGraph's
+    # checkpoint ids, made now: every checkpoint written before the deletion, one still
+    # in flight included (its rows were committed before it), is older; every checkpoint
+    # of a fresh run is newer. An expired thread has no write in flight (it was idle for
+    # its TTL), and a fresh run that met it has already made its first id: its newest
+    # checkpoint id is the mark.
+    mark = deletion_mark() if expired is None else None
+    tombs = [
+        (t, now, max(x for x in (last.get(t), mark) if x is not None))
+        for t in ids
+        if last.get(t) is not None or mark is not None
+    ]
     if tombs:
         sql = (
             "INSERT INTO stm_tombstones (thread_id, deleted_at, last_checkpoint_id) "
@@ -431,6 +453,33 @@ def remove_plan(
             cond, params = d.in_list("thread_id", batch)
             yield Stmt(f"DELETE FROM {table} WHERE {cond}", params)
     return Removal(ids, counts)
+
+
+def _thread_id(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, got {value!r}")
+    return value
+
+
+def deletion_mark() -> str:
+    """A checkpoint-id-shaped mark of this moment (``uuid6``, as LangGraph's ids are):
+    ids of checkpoints written before it compare lower, as strings."""
+    return checkpoint_id_now()
+
+
+def visibility_plan(d: Dialect, thread_ids: Iterable[str]) -> Plan:
+    """``(lifecycle rows, tombstone marks)`` of ``thread_ids``: what a read needs to
+    hide an expired thread, and a deleted thread's leftovers (a checkpoint whose write
+    was in flight when the thread was deleted)."""
+    ids = sorted(set(thread_ids))
+    select = "SELECT thread_id, written_at, ttl_seconds FROM stm_lifecycle"
+    life = yield from _select_in(d, select, ids)
+    select = "SELECT thread_id, last_checkpoint_id FROM stm_tombstones"
+    tombs = yield from _select_in(d, select, ids)
+    return (
+        {str(r[0]): (float(r[1]), _num(r[2])) for r in life},
+        {str(r[0]): str(r[1]) for r in tombs if r[1] is not None},
+    )
 
 
 def purge_plan(d: Dialect, before: float, limit: int) -> Plan:
@@ -584,7 +633,10 @@ class Deletion(SaverCore):
         """
         ids = [str(t) for t in thread_ids]
         items = 0
-        if self.store is not None:
+        # An explicit deletion removes the store items first (a store failure leaves the
+        # thread to delete again); an expiry only once the thread is really gone (it may
+        # have been written, or its TTL lengthened, since it was picked).
+        if self.store is not None and not expired:
             items = sum(delete_offloaded(self.store, t) for t in ids)
         if self._tables.in_database:
             removal: Removal = self._sync_driver().write(
@@ -602,6 +654,8 @@ class Deletion(SaverCore):
                 removal = driver.write(self._remove_plan(ids, expired, count, now, last))
                 for t in removal.ids:
                     self.inner.delete_thread(t)
+        if self.store is not None and expired:
+            items = sum(delete_offloaded(self.store, t) for t in removal.ids)
         self._encoder.heads.forget(removal.ids)
         return Removed(removal.ids, {**inner_rows, **removal.rows}, items)
 
@@ -616,7 +670,7 @@ class Deletion(SaverCore):
         """Async twin of :meth:`_remove`."""
         ids = [str(t) for t in thread_ids]
         items = 0
-        if self.store is not None:
+        if self.store is not None and not expired:
             for t in ids:
                 items += await adelete_offloaded(self.store, t)
         if self._tables.in_database:
@@ -636,6 +690,9 @@ class Deletion(SaverCore):
                 removal = driver.write(self._remove_plan(ids, expired, count, now, last))
                 for t in removal.ids:
                     await self.inner.adelete_thread(t)
+        if self.store is not None and expired:
+            for t in removal.ids:
+                items += await adelete_offloaded(self.store, t)
         self._encoder.heads.forget(removal.ids)
         return Removed(removal.ids, {**inner_rows, **removal.rows}, items)
 
@@ -694,8 +751,9 @@ class Retention(Deletion):
         now = life.now()
         yield from guard_plan(d, life, thread_id, carried_ids(config), now)
         result = yield from plan
-        if ns == "":
-            yield from touch_plan(d, thread_id, now, own)
+        # Every namespace's write is activity (a long subgraph keeps its thread alive);
+        # only a root write may set the thread's own TTL.
+        yield from touch_plan(d, thread_id, now, own)
         return result
 
     @bridged("aput")
@@ -810,19 +868,54 @@ class Retention(Deletion):
         now = self._life.now() if rows else 0.0
         return {t for t, (written, own) in rows.items() if self._life.expired(written, own, now)}
 
+    def _hidden_of(
+        self,
+        tuples: Sequence[CheckpointTuple],
+        rows: tuple[dict[str, tuple[float, float | None]], dict[str, str]],
+    ) -> set[int]:
+        """Positions of ``tuples`` a read must not show: an expired thread's, and a
+        deleted thread's leftovers (checkpoints not newer than its tombstone's mark)."""
+        life, marks = rows
+        expired = self._expired_of(life)
+        hidden = set()
+        for i, tup in enumerate(tuples):
+            thread = ids(tup.config)[0]
+            mark = marks.get(thread)
+            if thread in expired or (mark is not None and str(tup.checkpoint["id"]) <= mark):
+                hidden.add(i)
+        return hidden
+
+    def _visible(self, tuples: Sequence[CheckpointTuple]) -> builtins.list[CheckpointTuple]:
+        if not tuples:
+            return []
+        threads = {ids(t.config)[0] for t in tuples}
+        rows = self._sync_driver().read(visibility_plan(self._tables.dialect, threads))
+        hidden = self._hidden_of(tuples, rows)
+        return [t for i, t in enumerate(tuples) if i not in hidden]
+
+    async def _avisible(self, tuples: Sequence[CheckpointTuple]) -> builtins.list[CheckpointTuple]:
+        if not tuples:
+            return []
+        threads = {ids(t.config)[0] for t in tuples}
+        rows = await self._aread(visibility_plan(self._tables.dialect, threads))
+        hidden = self._hidden_of(tuples, rows)
+        return [t for i, t in enumerate(tuples) if i not in hidden]
+
     @bridged("aget_tuple")
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple (see :meth:`SaverCore.get_tuple`); ``None`` for an
-        expired thread."""
-        if self._expired([ids(config)[0]]):
+        expired thread, or a deleted thread's leftover."""
+        tup = self.inner.get_tuple(config)
+        if tup is None or not self._visible([tup]):
             return None
-        return super().get_tuple(config)
+        return self._load(tup, remember=True)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async twin of :meth:`get_tuple`."""
-        if await self._aexpired([ids(config)[0]]):
+        tup = await self.inner.aget_tuple(config)
+        if tup is None or not await self._avisible([tup]):
             return None
-        return await super().aget_tuple(config)
+        return await self._aload(tup, remember=True)
 
     @bridged("alist")
     def list(
@@ -833,16 +926,15 @@ class Retention(Deletion):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """List checkpoint tuples (see :meth:`SaverCore.list`), without expired threads'."""
-        thread = _thread_of(config)
-        if thread is not None and self._expired([thread]):
-            return
+        """List checkpoint tuples (see :meth:`SaverCore.list`), without expired threads'
+        or deleted threads' leftovers; ``limit`` counts the tuples shown."""
         # The inner saver may hold its lock while it yields: read its page first.
         page = builtins.list(self.inner.list(config, filter=filter, before=before, limit=limit))
-        if thread is None and page:
-            hidden = self._expired({ids(t.config)[0] for t in page})
-            page = [t for t in page if ids(t.config)[0] not in hidden]
-        for tup in page:
+        shown = self._visible(page)
+        if limit is not None and len(shown) < len(page):  # hidden ones took places
+            page = builtins.list(self.inner.list(config, filter=filter, before=before))
+            shown = self._visible(page)[:limit]
+        for tup in shown:
             yield self._load(tup, remember=False)
 
     async def alist(
@@ -854,16 +946,13 @@ class Retention(Deletion):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async twin of :meth:`list`."""
-        thread = _thread_of(config)
-        if thread is not None and await self._aexpired([thread]):
-            return
-        page = [
-            t async for t in self.inner.alist(config, filter=filter, before=before, limit=limit)
-        ]
-        if thread is None and page:
-            hidden = await self._aexpired({ids(t.config)[0] for t in page})
-            page = [t for t in page if ids(t.config)[0] not in hidden]
-        for tup in page:
+        inner = self.inner
+        page = [t async for t in inner.alist(config, filter=filter, before=before, limit=limit)]
+        shown = await self._avisible(page)
+        if limit is not None and len(shown) < len(page):
+            page = [t async for t in inner.alist(config, filter=filter, before=before)]
+            shown = (await self._avisible(page))[:limit]
+        for tup in shown:
             yield await self._aload(tup, remember=False)
 
     @bridged("aget_delta_channel_history")
@@ -898,14 +987,14 @@ class Retention(Deletion):
             >>> STMSaver(InMemorySaver()).set_ttl("t1", timedelta(days=7))
         """
         own = ttl_seconds(ttl, "set_ttl: ttl")
-        plan = set_ttl_plan(self._tables.dialect, str(thread_id), self._life.now(), own)
+        plan = set_ttl_plan(self._tables.dialect, _thread_id(thread_id), self._life.now(), own)
         self._sync_driver().write(plan)
 
     async def aset_ttl(self, thread_id: str, ttl: timedelta | float | None) -> None:
         """Async twin of :meth:`set_ttl`."""
         own = ttl_seconds(ttl, "set_ttl: ttl")
         await self._awrite(
-            set_ttl_plan(self._tables.dialect, str(thread_id), self._life.now(), own)
+            set_ttl_plan(self._tables.dialect, _thread_id(thread_id), self._life.now(), own)
         )
 
     @bridged("asweep")

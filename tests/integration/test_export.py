@@ -633,6 +633,51 @@ class TestDocument:
         assert values["goal"] == "g"
         assert "opened" not in values
 
+    def test_a_message_field_that_is_not_json_keeps_the_conversation(self) -> None:
+        """A tuple artifact: that field is left out (and recorded), the messages are kept."""
+
+        def node(state: STMState) -> dict[str, Any]:
+            return {
+                "messages": [
+                    AIMessage("", id="a", tool_calls=[{"id": "c", "name": "t", "args": {}}]),
+                    ToolMessage("r", tool_call_id="c", id="tm", artifact=("x", 1)),
+                    AIMessage("done", id="a2"),
+                ],
+                "goal": "g",
+            }
+
+        builder = StateGraph(STMState).add_node("node", node).add_edge(START, "node")
+        saver = _Saver(InMemorySaver())
+        source = builder.compile(checkpointer=saver)
+        source.invoke({"messages": [HumanMessage("hi", id="h")]}, config("t"))
+        document = through_json(saver.export_thread("t"))
+        assert document["message_channels"] == ["messages"]
+        assert [m["data"]["id"] for m in document["values"]["messages"]] == ["h", "a", "tm", "a2"]
+        assert document["skipped"] == [
+            {
+                "channel": "messages",
+                "index": 2,
+                "message_id": "tm",
+                "field": "artifact",
+                "type": "tuple",
+                "reason": "a tuple is not JSON data: the field is left out and reads back as None",
+            }
+        ]
+        target_saver = _Saver(InMemorySaver())
+        target_saver.import_thread(document)
+        target = builder.compile(checkpointer=target_saver)
+        src = source.get_state(config("t")).values
+        dst = target.get_state(config("t")).values
+        expected = [*src["messages"][:2], src["messages"][2].model_copy(update={"artifact": None})]
+        assert normalize(dst["messages"]) == normalize([*expected, src["messages"][3]])
+        assert dst["goal"] == "g"
+        thread_state = target_saver.get_thread_state("t")
+        assert thread_state is not None
+        assert thread_state.message_count == 4
+        # The imported thread goes on.
+        out = target.invoke({"messages": [HumanMessage("more", id="h2")]}, config("t"))
+        assert [m.id for m in out["messages"]] == ["h", "a", "tm", "a2", "h2"]
+
     def test_delta_channel_is_skipped_not_guessed(self) -> None:
         """A DeltaChannel's value is rebuilt by the graph from writes: reported, not exported."""
 
@@ -675,6 +720,13 @@ class TestDocument:
 
 
 # -- refusals ---------------------------------------------------------------------------
+def _first_call(document: Any) -> int:
+    """The index of the document's first AI message with tool calls."""
+    return next(
+        i for i, m in enumerate(document["values"]["messages"]) if m["data"].get("tool_calls")
+    )
+
+
 class TestRefusals:
     """Unknown thread, non-empty target, invalid document: a clear InvalidArgumentError."""
 
@@ -740,6 +792,15 @@ class TestRefusals:
             (lambda d: d["values"]["messages"].append({"type": "martian", "data": {}}), "martian"),
             (lambda d: d.update(message_channels=["nope"]), "message_channels"),
             (lambda d: d["values"].update({"branch:to:agent": None}), "branch:to:agent"),
+            (
+                lambda d: d["values"]["messages"][_first_call(d)]["data"].update(tool_calls="oops"),
+                r"document\['values'\]\['messages'\]\[\d+\] is not a message LangChain reads "
+                r"\(AttributeError",
+            ),
+            (
+                lambda d: d.update(message_channels=[]),
+                r"document\['values'\]\['messages'\] holds messages_to_dict items",
+            ),
         ],
     )
     def test_bad_document(self, edit: Any, match: str) -> None:
@@ -751,6 +812,55 @@ class TestRefusals:
         with pytest.raises(InvalidArgumentError, match=match):
             target.import_thread(document)
         assert list(target.inner.list(None)) == []
+
+    def test_expired_target_is_empty(self) -> None:
+        """An expired thread not swept yet reads as absent: import replaces it."""
+        now = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
+        saver = STMSaver(InMemorySaver(), ttl=timedelta(seconds=10), clock=lambda: now[0])
+        graph = build(saver)
+        run_turns(graph, "t", 1)
+        source = _Saver(InMemorySaver())
+        run_turns(build(source), "a", 2)
+        document = through_json(source.export_thread("a"))
+        with pytest.raises(InvalidArgumentError, match="'t' already has checkpoints"):
+            saver.import_thread(document, thread_id="t")
+        now[0] += timedelta(seconds=11)
+        assert saver.get_tuple(config("t")) is None
+        assert list(saver.inner.list(config("t")))  # expired, not swept
+        imported = saver.import_thread(document, thread_id="t")
+        state = graph.get_state(config("t"))
+        assert (
+            state.config["configurable"]["checkpoint_id"]
+            == (imported["configurable"]["checkpoint_id"])
+        )
+        assert normalize(state.values) == normalize(build(source).get_state(config("a")).values)
+        # The expired thread's checkpoints were deleted; the import's is the only one.
+        assert len(list(saver.inner.list(config("t")))) == 1
+        imported_state = saver.get_thread_state("t")
+        assert imported_state is not None
+        assert imported_state.ttl == timedelta(seconds=10)  # the target's TTL rules
+        assert projection(dataclasses.replace(imported_state, ttl=None)) == projection(
+            source.get_thread_state("a")
+        )
+
+    async def test_expired_target_is_empty_async(self) -> None:
+        now = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
+        saver = STMSaver(InMemorySaver(), ttl=timedelta(seconds=10), clock=lambda: now[0])
+        graph = build(saver)
+        await arun_turns(graph, "t", 1)
+        source = _Saver(InMemorySaver())
+        await arun_turns(build(source), "a", 2)
+        document = through_json(await source.aexport_thread("a"))
+        with pytest.raises(InvalidArgumentError, match="'t' already has checkpoints"):
+            await saver.aimport_thread(document, thread_id="t")
+        now[0] += timedelta(seconds=11)
+        assert await saver.aget_tuple(config("t")) is None
+        await saver.aimport_thread(document, thread_id="t")
+        state = await graph.aget_state(config("t"))
+        assert normalize(state.values) == normalize(
+            (await build(source).aget_state(config("a"))).values
+        )
+        assert len([t async for t in saver.inner.alist(config("t"))]) == 1
 
     @pytest.mark.parametrize("thread_id", ["", 7])
     def test_bad_target_thread_id(self, thread_id: Any) -> None:

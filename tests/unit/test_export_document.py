@@ -230,13 +230,84 @@ class TestEncodeValues:
         assert [(s["channel"], s["type"]) for s in skipped] == [("messages", "none")]
         assert "DeltaChannel" in skipped[0]["reason"]
 
-    def test_messages_whose_dump_is_not_json(self) -> None:
-        odd = AIMessage("x", id="a", additional_kwargs={"when": datetime(2026, 1, 1)})
-        values, message_channels, skipped = encode_values({"messages": [odd]})
-        assert values == {}
+    def test_a_message_entry_that_is_not_json_is_left_out_of_that_message_only(self) -> None:
+        odd = AIMessage("x", id="a", additional_kwargs={"when": datetime(2026, 1, 1), "k": 1})
+        doc = document({"messages": [*MESSAGES, odd]})
+        assert doc["message_channels"] == ["messages"]
+        assert doc["skipped"] == [
+            {
+                "channel": "messages",
+                "index": 5,
+                "message_id": "a",
+                "field": "additional_kwargs['when']",
+                "type": "datetime.datetime",
+                "reason": "a datetime.datetime is not JSON data: the entry is left out",
+            }
+        ]
+        decoded = decode_values(validate_document(json.loads(json.dumps(doc))))
+        assert dump(decoded["messages"][:5]) == dump(MESSAGES)
+        expected = AIMessage("x", id="a", additional_kwargs={"k": 1})
+        assert dump(decoded["messages"][5:]) == dump([expected])
+
+    def test_a_tuple_artifact_keeps_the_conversation(self) -> None:
+        """One field JSON cannot hold: that field is left out, the channel is kept."""
+        odd = ToolMessage("x", tool_call_id="c1", id="t9", artifact=("x", 1))
+        doc = document({"messages": [*MESSAGES[:3], odd, *MESSAGES[3:]], "goal": "g"})
+        assert doc["message_channels"] == ["messages"]
+        assert doc["skipped"] == [
+            {
+                "channel": "messages",
+                "index": 3,
+                "message_id": "t9",
+                "field": "artifact",
+                "type": "tuple",
+                "reason": "a tuple is not JSON data: the field is left out and reads back as None",
+            }
+        ]
+        assert "artifact" not in doc["values"]["messages"][3]["data"]
+        reread = validate_document(json.loads(json.dumps(doc, allow_nan=False)))
+        assert reread == doc
+        assert reread["skipped"] == doc["skipped"]
+        assert list(reread["skipped"][0]) == list(doc["skipped"][0])
+        messages = decode_values(reread)["messages"]
+        assert dump(messages[:3] + messages[4:]) == dump(MESSAGES)
+        expected = ToolMessage("x", tool_call_id="c1", id="t9", artifact=None)
+        assert dump([messages[3]]) == dump([expected])
+
+    def test_what_json_cannot_hold_is_left_out_where_it_is(self) -> None:
+        odd = HumanMessage(
+            "x",
+            additional_kwargs={"tags": ["a", {"b"}, "c"], 7: "seven", "ok": {"n": (1,)}},
+        )
+        values, _, skipped = encode_values({"messages": [odd]})
+        assert [(s["message_id"], s["field"], s["type"]) for s in skipped] == [
+            (None, "additional_kwargs['tags'][1]", "set"),
+            (None, "additional_kwargs[7]", "int"),
+            (None, "additional_kwargs['ok']['n']", "tuple"),
+        ]
+        assert skipped[0]["reason"] == "a set is not JSON data: the item is left out of the array"
+        assert skipped[1]["reason"] == "a key of type int is not a string: the entry is left out"
+        assert values["messages"][0]["data"]["additional_kwargs"] == {
+            "tags": ["a", "c"],
+            "ok": {},
+        }
+
+    def test_a_list_shaped_like_messages_is_not_taken_for_messages(self) -> None:
+        """A channel of one's own whose items look like messages_to_dict's is skipped
+        (import would refuse it outside message_channels)."""
+        events = [{"type": "click", "data": {"x": 1}}]
+        values, message_channels, skipped = encode_values({"events": events, "goal": "g"})
+        assert values == {"goal": "g"}
         assert message_channels == []
-        assert skipped[0]["channel"] == "messages"
-        assert "datetime.datetime" in skipped[0]["reason"]
+        assert skipped == [
+            {
+                "channel": "events",
+                "type": "list",
+                "reason": "holds items shaped like messages_to_dict's ({'type': str, 'data': "
+                "{...}}) but no messages: import would take them for messages",
+            }
+        ]
+        validate_document(json.loads(json.dumps(document({"events": events}))))
 
     def test_messages_that_do_not_read_back_the_same(self) -> None:
         class Note(HumanMessage):
@@ -359,9 +430,30 @@ class TestValidateDocument:
             (lambda d: d["values"].update({"__start__": 1}), "LangGraph owns"),
             (lambda d: d.update(message_channels=["goal"]), r"\['values'\]\['goal'\] must be an"),
             (lambda d: d.update(message_channels=["missing"]), "names no channel"),
+            (
+                lambda d: d.update(message_channels=[]),
+                r"document\['values'\]\['messages'\] holds messages_to_dict items .* not in "
+                r"document\['message_channels'\]",
+            ),
+            (
+                lambda d: d["values"].update(mine=[1, {"type": "human", "data": {}}]),
+                r"document\['values'\]\['mine'\] holds messages_to_dict items",
+            ),
+            (
+                lambda d: d.update(message_channels=["messages", "messages"]),
+                r"document\['message_channels'\]\[1\] repeats 'messages'",
+            ),
             (lambda d: d["values"]["messages"].append([1]), r"\['messages'\]\[5\] must be an obj"),
             (lambda d: d["values"]["messages"].append({"type": "ai"}), "messages_to_dict item"),
             (lambda d: d["skipped"].append({"channel": 1}), r"\['skipped'\]\[0\]\['channel'\]"),
+            (
+                lambda d: d["skipped"].append({"channel": "m", "index": "0", "type": "t"}),
+                r"\['skipped'\]\[0\]\['index'\] must be an integer",
+            ),
+            (
+                lambda d: d["skipped"].append({"channel": "m", "field": None, "type": "t"}),
+                r"\['skipped'\]\[0\]\['field'\] must be a string",
+            ),
             (lambda d: d.update(ttl=-1), r"document\['ttl'\] must be null or seconds"),
             (lambda d: d.update(ttl="1h"), r"document\['ttl'\] must be null or seconds"),
             (lambda d: d.update(expires_at="soon"), "not an ISO 8601 time"),
@@ -398,8 +490,26 @@ class TestDecodeAndImport:
     def test_bad_message_fields(self) -> None:
         doc = validate_document(document())
         doc["values"]["messages"].append({"type": "tool", "data": {"content": "x"}})
-        with pytest.raises(InvalidArgumentError, match=r"\['messages'\] holds a bad message"):
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"document\['values'\]\['messages'\]\[5\] is not a message LangChain reads",
+        ):
             decode_values(doc)
+
+    @pytest.mark.parametrize("tool_calls", ["oops", ["oops"], [1], {"a": 1}])
+    def test_any_failure_of_langchain_names_the_message(self, tool_calls: Any) -> None:
+        """Whatever LangChain raises (here AttributeError), an InvalidArgumentError
+        naming the message's path in the document."""
+        doc = validate_document(json.loads(json.dumps(document())))
+        assert doc["values"]["messages"][2]["type"] == "ai"
+        doc["values"]["messages"][2]["data"]["tool_calls"] = tool_calls
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"^import_thread: invalid thread document: document\['values'\]"
+            r"\['messages'\]\[2\] is not a message LangChain reads",
+        ) as info:
+            decode_values(doc)
+        assert info.value.__cause__ is not None
 
     def test_import_checkpoint(self) -> None:
         versions = iter(range(1, 10))

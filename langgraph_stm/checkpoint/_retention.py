@@ -471,15 +471,22 @@ def visibility_plan(d: Dialect, thread_ids: Iterable[str]) -> Plan:
     """``(lifecycle rows, tombstone marks)`` of ``thread_ids``: what a read needs to
     hide an expired thread, and a deleted thread's leftovers (a checkpoint whose write
     was in flight when the thread was deleted)."""
-    ids = sorted(set(thread_ids))
-    select = "SELECT thread_id, written_at, ttl_seconds FROM stm_lifecycle"
-    life = yield from _select_in(d, select, ids)
-    select = "SELECT thread_id, last_checkpoint_id FROM stm_tombstones"
-    tombs = yield from _select_in(d, select, ids)
-    return (
-        {str(r[0]): (float(r[1]), _num(r[2])) for r in life},
-        {str(r[0]): str(r[1]) for r in tombs if r[1] is not None},
-    )
+    life: dict[str, tuple[float, float | None]] = {}
+    marks: dict[str, str] = {}
+    # One statement per batch: the lifecycle rows, then the tombstones (kind 1).
+    for batch in batches(sorted(set(thread_ids)), d.max_params // 2):
+        cond, params = d.in_list("thread_id", batch)
+        sql = (
+            "SELECT 0, thread_id, written_at, ttl_seconds, NULL FROM stm_lifecycle "
+            f"WHERE {cond} UNION ALL SELECT 1, thread_id, NULL, NULL, last_checkpoint_id "
+            f"FROM stm_tombstones WHERE {cond}"
+        )
+        for kind, thread, written, ttl, mark in (yield Stmt(sql, params + params)) or []:
+            if int(kind) == 0:
+                life[str(thread)] = (float(written), _num(ttl))
+            elif mark is not None:
+                marks[str(thread)] = str(mark)
+    return life, marks
 
 
 def purge_plan(d: Dialect, before: float, limit: int) -> Plan:

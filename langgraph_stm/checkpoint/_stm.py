@@ -17,11 +17,12 @@ from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm.checkpoint._audit import AuditLog
 from langgraph_stm.checkpoint._export import ThreadExport
 from langgraph_stm.checkpoint._index import ThreadIndex
+from langgraph_stm.checkpoint._redact import Redaction
 
 __all__ = ["STMSaver"]
 
 
-class STMSaver(AuditLog, ThreadIndex, ThreadExport):
+class STMSaver(Redaction, AuditLog, ThreadIndex, ThreadExport):
     """Wrap a checkpointer to add a per-thread structured-state projection and linear storage.
 
     Every sync method forwards to the inner saver's sync method and every async method
@@ -62,6 +63,12 @@ class STMSaver(AuditLog, ThreadIndex, ThreadExport):
     - **Export**: :meth:`export_thread` returns a versioned JSON document of the thread
       (latest values, checkpoint ids and timestamps, TTL); :meth:`import_thread`
       restores it into an empty thread of any backend.
+    - **Redaction** (``redact=True`` for the built-in detectors, or
+      ``redact=Redactor(...)``, see :mod:`langgraph_stm.redaction`): API keys, tokens,
+      JWTs, passwords, private keys and Luhn-valid card numbers in messages, tool calls,
+      tool results, structured fields, metadata and pending writes are replaced by typed
+      markers (``[REDACTED:api_key]``) before anything reaches the database; the live
+      run is not altered, a resumed run sees the markers.
     - **Audit trail** (``audit=True``): one entry per run, written with its checkpoints:
       the checkpoint it resumed from, the owner, and which sections ``build_context``
       injected (ids and counts, never text); :meth:`audit_log` reads them.

@@ -24,6 +24,9 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
 - :class:`ThreadDeletedError` - a write carries a checkpoint of a thread that was
   deleted (``delete_thread``, or expired and swept): a late worker's write is refused
   instead of recreating half a thread; a fresh run on the same id starts a new thread.
+- :class:`ThreadScopeError` - with tenant scoping on (``STMSaver(tenant_key=...)``), a
+  read, write, listing, export or deletion of a thread bound to another owner (or of
+  a thread written without one, by a caller with one): refused, no data returned.
 
 Every module adds its error classes here, so the whole hierarchy stays readable in
 one file.
@@ -42,6 +45,7 @@ __all__ = [
     "StorageError",
     "SummarizationError",
     "ThreadDeletedError",
+    "ThreadScopeError",
     "TokenizerError",
     "ToolPairError",
 ]
@@ -148,4 +152,24 @@ class ThreadDeletedError(STMError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.deleted_at = deleted_at
+        super().__init__(message)
+
+
+class ThreadScopeError(STMError):
+    """A call under one owner touched a thread bound to another, so it was refused.
+
+    Raised with tenant scoping on (``STMSaver(tenant_key="tenant_id")``) by reads
+    (``get_tuple``, ``list``, ``get_thread_state``...), writes (``put``, ``put_writes``),
+    ``export_thread`` and ``delete_thread`` when the caller's owner
+    (``config["configurable"][tenant_key]``, or the ``owner=`` argument) is not the
+    owner the thread was bound to at its first root write; a thread written without an
+    owner is open only to callers without one. Nothing is read, written or deleted.
+
+    ``thread_id`` names the thread, ``owner`` the caller's owner (``None``: none). The
+    message never names the thread's own owner.
+    """
+
+    def __init__(self, message: str, *, thread_id: str = "", owner: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.owner = owner
         super().__init__(message)

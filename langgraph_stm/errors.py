@@ -17,6 +17,7 @@ from langgraph_stm._errors import (
     StorageError,
     SummarizationError,
     ThreadDeletedError,
+    ThreadScopeError,
     TokenizerError,
     ToolPairError,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "StorageError",
     "SummarizationError",
     "ThreadDeletedError",
+    "ThreadScopeError",
     "TokenizerError",
     "ToolPairError",
 ]

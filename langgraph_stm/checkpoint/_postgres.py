@@ -157,6 +157,8 @@ MIGRATIONS: list[Migration] = [
         PRIMARY KEY (thread_id, run_id)
     )""",
     backfill_lifecycle,
+    # tenant scoping (see _scope): the owner each thread is bound to.
+    "CREATE TABLE IF NOT EXISTS stm_owners (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL)",
 ]
 """Our schema, append-only: ``stm_migrations`` records which steps ran."""
 

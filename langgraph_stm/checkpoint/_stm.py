@@ -18,11 +18,12 @@ from langgraph_stm.checkpoint._audit import AuditLog
 from langgraph_stm.checkpoint._export import ThreadExport
 from langgraph_stm.checkpoint._index import ThreadIndex
 from langgraph_stm.checkpoint._redact import Redaction
+from langgraph_stm.checkpoint._scope import Scope
 
 __all__ = ["STMSaver"]
 
 
-class STMSaver(Redaction, AuditLog, ThreadIndex, ThreadExport):
+class STMSaver(Scope, Redaction, AuditLog, ThreadIndex, ThreadExport):
     """Wrap a checkpointer to add a per-thread structured-state projection and linear storage.
 
     Every sync method forwards to the inner saver's sync method and every async method
@@ -69,6 +70,11 @@ class STMSaver(Redaction, AuditLog, ThreadIndex, ThreadExport):
       tool results, structured fields, metadata and pending writes are replaced by typed
       markers (``[REDACTED:api_key]``) before anything reaches the database; the live
       run is not altered, a resumed run sees the markers.
+    - **Tenant scoping** (``tenant_key="tenant_id"``): a thread is bound at its first
+      write to ``config["configurable"]["tenant_id"]``; reads, writes, listing, export
+      and deletion under another owner (or none) raise
+      :class:`~langgraph_stm.errors.ThreadScopeError`; the thread methods take
+      ``owner=``.
     - **Audit trail** (``audit=True``): one entry per run, written with its checkpoints:
       the checkpoint it resumed from, the owner, and which sections ``build_context``
       injected (ids and counts, never text); :meth:`audit_log` reads them.

@@ -54,6 +54,7 @@ OUR_TABLES = (
     "stm_threads",
     "stm_lifecycle",
     "stm_audit",
+    "stm_owners",
 )
 """Every table of ours whose rows of a thread are deleted with it (``thread_id``
 column). ``stm_tombstones`` is not one: a thread's tombstone outlives it."""

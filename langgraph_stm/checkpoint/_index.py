@@ -20,8 +20,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_stm.checkpoint._lifecycle import Lifetime, lifecycle_plan
 from langgraph_stm.checkpoint._maintenance import Maintenance
-from langgraph_stm.checkpoint._retention import Lifetime, lifecycle_plan
 from langgraph_stm.checkpoint._saver import bridged
 from langgraph_stm.checkpoint._tables import (
     Dialect,

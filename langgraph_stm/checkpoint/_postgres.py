@@ -28,7 +28,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_stm.checkpoint._inner import POSTGRES_TABLES
-from langgraph_stm.checkpoint._retention import backfill_lifecycle
+from langgraph_stm.checkpoint._lifecycle import backfill_lifecycle
 from langgraph_stm.checkpoint._tables import (
     Dialect,
     Migration,

@@ -73,8 +73,9 @@ from langgraph.checkpoint.base import (
 
 from langgraph_stm._errors import InvalidArgumentError, ThreadScopeError
 from langgraph_stm.checkpoint._export import ThreadDocument
+from langgraph_stm.checkpoint._lifecycle import Lifecycle
 from langgraph_stm.checkpoint._pipeline import ids
-from langgraph_stm.checkpoint._retention import DeletionReport, Lifecycle, _batch_size
+from langgraph_stm.checkpoint._retention import DeletionReport, _batch_size
 from langgraph_stm.checkpoint._saver import SaverCore, bridged
 from langgraph_stm.checkpoint._tables import Dialect, Plan, Stmt, batches
 from langgraph_stm.checkpoint._threads import ThreadQuery, ThreadState
@@ -167,7 +168,7 @@ def owners_plan(d: Dialect, thread_ids: Iterable[str]) -> Plan:
 
 def owner_expired_plan(d: Dialect, life: Lifecycle, now: float, limit: int, owner: str) -> Plan:
     """At most ``limit`` ids of expired threads bound to ``owner``, oldest expiry first
-    (``_retention.expired_plan`` restricted to one owner)."""
+    (``_lifecycle.expired_plan`` restricted to one owner)."""
     p = d.param
     join = "JOIN stm_owners AS o ON o.thread_id = l.thread_id AND o.owner = "
     found: list[str] = []

@@ -35,7 +35,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
 from langgraph_stm.checkpoint._inner import SQLITE_TABLES
-from langgraph_stm.checkpoint._retention import backfill_lifecycle
+from langgraph_stm.checkpoint._lifecycle import backfill_lifecycle
 from langgraph_stm.checkpoint._tables import (
     Dialect,
     Migration,

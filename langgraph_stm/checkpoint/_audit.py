@@ -338,18 +338,23 @@ class AuditTrail:
             document = _document(record)
             version = record.version
             rewrite = version != record.written
-        sets = [] if checkpoint_id is None else ["checkpoint_id = excluded.checkpoint_id"]
+        # Writes of one run may reach us out of order (background writes): the entry
+        # keeps the newest checkpoint written and the oldest parent seen, ``NULL`` (a new
+        # thread) being the oldest; a parent the run wrote itself is never the oldest.
+        sets = [
+            f"resumed_from = CASE WHEN {t}.resumed_from IS NULL OR excluded.resumed_from "
+            f"IS NULL THEN NULL WHEN excluded.resumed_from < {t}.resumed_from THEN "
+            f"excluded.resumed_from ELSE {t}.resumed_from END"
+        ]
+        if checkpoint_id is not None:
+            sets.append(
+                f"checkpoint_id = CASE WHEN {t}.checkpoint_id IS NULL OR "
+                f"excluded.checkpoint_id >= {t}.checkpoint_id THEN excluded.checkpoint_id "
+                f"ELSE {t}.checkpoint_id END"
+            )
         if rewrite:
             sets.append("entry = excluded.entry")
-        if not sets:
-            conflict = "DO NOTHING"
-        elif checkpoint_id is None:
-            conflict = f"DO UPDATE SET {', '.join(sets)}"
-        else:  # a run's checkpoints are written in order; never step back
-            conflict = (
-                f"DO UPDATE SET {', '.join(sets)} WHERE {t}.checkpoint_id IS NULL "
-                f"OR excluded.checkpoint_id >= {t}.checkpoint_id"
-            )
+        conflict = f"DO UPDATE SET {', '.join(sets)}"
         sql = (
             f"INSERT INTO {t} ({_COLUMNS}) VALUES ({', '.join([p] * 7)}) "
             f"ON CONFLICT (thread_id, run_id) {conflict}"

@@ -27,6 +27,10 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
 - :class:`ThreadScopeError` - with tenant scoping on (``STMSaver(tenant_key=...)``), a
   read, write, listing, export or deletion of a thread bound to another owner (or of
   a thread written without one, by a caller with one): refused, no data returned.
+- :class:`CheckpointConflict` - with exclusive runs on (``STMSaver(exclusive_runs=True)``),
+  a run tried to continue a thread from a checkpoint another live run is already
+  continuing (two workers resuming one interrupt): refused before any of its tasks ran;
+  retry on the thread's new head.
 
 Every module adds its error classes here, so the whole hierarchy stays readable in
 one file.
@@ -38,6 +42,7 @@ from datetime import datetime
 
 __all__ = [
     "BudgetExceededError",
+    "CheckpointConflict",
     "InvalidArgumentError",
     "InvalidMessageError",
     "STMError",
@@ -172,4 +177,33 @@ class ThreadScopeError(STMError):
     def __init__(self, message: str, *, thread_id: str = "", owner: str | None = None) -> None:
         self.thread_id = thread_id
         self.owner = owner
+        super().__init__(message)
+
+
+class CheckpointConflict(STMError):
+    """Another live run is already continuing the checkpoint this run started from.
+
+    Raised with ``STMSaver(exclusive_runs=True)`` when a run reads the thread's latest
+    checkpoint while another run holds it (it read it first and has not finished,
+    interrupted or failed since), or when a write's parent checkpoint is held by another
+    run. Nothing of the refused run was executed or written: retry it, and it starts
+    from the thread's new head. Runs addressed at a checkpoint id (replay, forks,
+    ``update_state`` on a past checkpoint) never conflict.
+
+    ``thread_id`` and ``checkpoint_id`` name the contested checkpoint; ``held_until``
+    is when the other run's claim lapses if that run stops writing (an aware UTC
+    datetime).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str = "",
+        checkpoint_id: str | None = None,
+        held_until: datetime | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.held_until = held_until
         super().__init__(message)

@@ -10,6 +10,7 @@ Example:
 
 from langgraph_stm._errors import (
     BudgetExceededError,
+    CheckpointConflict,
     InvalidArgumentError,
     InvalidMessageError,
     StateUpdateError,
@@ -24,6 +25,7 @@ from langgraph_stm._errors import (
 
 __all__ = [
     "BudgetExceededError",
+    "CheckpointConflict",
     "InvalidArgumentError",
     "InvalidMessageError",
     "STMError",

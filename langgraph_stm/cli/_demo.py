@@ -9,6 +9,7 @@ structured state came back identical. It needs the ``sqlite`` extra and no API k
 Example:
     >>> import io, tempfile, pathlib
     >>> out = io.StringIO()
+    >>> from langgraph_stm.cli import main
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     code = main(["demo", "--db", str(pathlib.Path(tmp) / "demo.sqlite")], out=out)
     >>> code, "reloaded from disk: identical" in out.getvalue()
@@ -17,11 +18,9 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,7 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph_stm._state import STM_FIELDS, STMState
 from langgraph_stm._tokens import TokenCounter, message_role
 
-__all__ = ["main"]
+__all__ = ["build_demo_graph", "register"]
 
 _TOOL_RESULTS = {
     "export_invoices": "exported 1,204 invoices to s3://billing/export-2026-11.csv",
@@ -168,18 +167,11 @@ def _demo(db: Path, thread_id: str, out: TextIO) -> int:
     return 0 if same else 1
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
-    """Run the ``langgraph-stm`` command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="langgraph-stm", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+def register(commands: Any) -> None:
+    """Add ``demo`` to the command line."""
     demo = commands.add_parser("demo", help="run the offline demo agent on a SQLite file")
     demo.add_argument("--db", type=Path, default=Path("stm-demo.sqlite"), help="SQLite file")
     demo.add_argument("--thread", default=None, help="thread id (default: a new one)")
-    demo.set_defaults(run=lambda a, o: _demo(a.db, a.thread or f"demo-{uuid.uuid4().hex[:8]}", o))
-    args = parser.parse_args(argv)
-    code: int = args.run(args, out if out is not None else sys.stdout)
-    return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    demo.set_defaults(
+        run=lambda a, io: _demo(a.db, a.thread or f"demo-{uuid.uuid4().hex[:8]}", io.out)
+    )

@@ -10,6 +10,9 @@ side in one process, on SQLite (file) and on PostgreSQL (a fresh database):
   reducer, on the plain saver;
 - ``stm``: the plain ``add_messages`` graph on ``STMSaver(plain saver)``, keeping
   everything;
+- ``stm_enc``: the ``stm`` variant with encryption at rest
+  (``STMSaver(inner, encryption_key=...)``, AES-256-GCM): its write and reload times
+  are reported against ``stm`` as ratios (the cost of encryption; no target);
 - ``stm_trim``: the same graph, messages and saver as ``stm``, but the node also trims
   the history to its last ``--trim-tokens`` (4,000) tokens, counted exactly with
   ``TokenCounter()`` (o200k_base): ``plan_trim`` keeps whole human/answer pairs from a
@@ -71,9 +74,12 @@ from typing_extensions import TypedDict
 
 from langgraph_stm import TokenCounter, trim_history
 from langgraph_stm.checkpoint import STMSaver
+from langgraph_stm.encryption import generate_key
 
 RELOADS = 51
 """How many times each variant's state is reloaded from a fresh saver (median reported)."""
+ENCRYPTION_KEY = generate_key()
+"""The key of the ``stm_enc`` variant (a new one per run)."""
 STM_VARIANTS = ("stm", "stm_trim")
 """The variants on ``STMSaver``: their load bytes are counted."""
 TRIM_TOKENS = 4000
@@ -344,6 +350,8 @@ def run_backend(
         return build(state_of(variant), saver, answers)
 
     def saver_of(variant: str, inner: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
+        if variant == "stm_enc":
+            return STMSaver(inner, encryption_key=ENCRYPTION_KEY)
         return STMSaver(inner) if variant in STM_VARIANTS else inner
 
     with ExitStack() as stack:
@@ -406,6 +414,35 @@ def report(results: list[Result], turns: int) -> None:
             f"{r.sizes[turns] / r.sizes[half]:>7.2f}x{w0:>8.1f}{w1:>8.1f}{w1 / w0:>6.2f}x"
             f"{t0:>9.1f}{t1:>9.1f}{t1 / t0:>6.2f}x{r.reload_ms:>8.1f}ms"
         )
+
+
+def report_encryption(results: list[Result], turns: int) -> None:
+    """Write and reload time of ``stm_enc`` against ``stm`` (same workload)."""
+    by = {r.name: r for r in results}
+    early = min(50, turns)
+    pairs = [
+        (b, by[f"{b}/stm_enc"], by[f"{b}/stm"])
+        for b in ("sqlite", "postgres")
+        if f"{b}/stm_enc" in by and f"{b}/stm" in by
+    ]
+    if not pairs:
+        return
+    print()
+    print("encryption at rest: stm_enc (AES-256-GCM) vs stm, same workload (no target)")
+    header = (
+        f"{'backend':<10}{f'wr@{early} enc':>12}{f'wr@{early}':>9}{'ratio':>7}"
+        f"{f'wr@{turns} enc':>12}{f'wr@{turns}':>9}{'ratio':>7}"
+        f"{'reload enc':>12}{'reload':>9}{'ratio':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for backend, enc, plain in pairs:
+        cells = []
+        for turn in (early, turns):
+            e, p = enc.window(turn, series="write"), plain.window(turn, series="write")
+            cells.append(f"{e:>12.1f}{p:>9.1f}{e / p:>6.2f}x")
+        reload = f"{enc.reload_ms:>10.1f}ms{plain.reload_ms:>7.1f}ms"
+        print(f"{backend:<10}{''.join(cells)}{reload}{enc.reload_ms / plain.reload_ms:>6.2f}x")
 
 
 def load_points_of(turns: int) -> list[int]:
@@ -496,7 +533,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--skip-postgres", action="store_true")
-    parser.add_argument("--variants", default="plain,delta,stm,stm_trim")
+    parser.add_argument("--variants", default="plain,delta,stm,stm_enc,stm_trim")
     parser.add_argument(
         "--breakdown",
         action="store_true",
@@ -536,6 +573,7 @@ def main() -> None:
     print()
     report(results, turns)
     report_loads(results, points)
+    report_encryption(results, turns)
     targets(results, turns, points)
 
 

@@ -31,6 +31,10 @@ Every error the package raises on purpose derives from :class:`STMError`, so one
   a run tried to continue a thread from a checkpoint another live run is already
   continuing (two workers resuming one interrupt): refused before any of its tasks ran;
   retry on the thread's new head.
+- :class:`EncryptionKeyError` - with encryption at rest (``STMSaver(encryption_key=...)``),
+  stored data cannot be opened: its key is not in the saver's keyring (dropped before
+  ``reencrypt()``, or a wrong key), the saver has no key, or the data was altered or
+  moved from another thread. Nothing is decrypted to garbage.
 
 Every module adds its error classes here, so the whole hierarchy stays readable in
 one file.
@@ -43,6 +47,7 @@ from datetime import datetime
 __all__ = [
     "BudgetExceededError",
     "CheckpointConflict",
+    "EncryptionKeyError",
     "InvalidArgumentError",
     "InvalidMessageError",
     "STMError",
@@ -206,4 +211,24 @@ class CheckpointConflict(STMError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.held_until = held_until
+        super().__init__(message)
+
+
+class EncryptionKeyError(STMError):
+    """Stored data of a thread cannot be opened with the saver's keys.
+
+    Raised by reads of an encrypted saver (``STMSaver(encryption_key=...)``) when a
+    sealed value names a key id the keyring does not hold, does not authenticate under
+    the key of that id (a wrong key, an altered row), was sealed for another thread, or
+    when a saver without ``encryption_key`` meets sealed data. Pass the key that wrote
+    the data (``Keyring(primary, old=[...])`` during a rotation, until ``reencrypt()``
+    has run).
+
+    ``thread_id`` names the thread, ``key_id`` the key id the data names (``None`` when
+    unreadable).
+    """
+
+    def __init__(self, message: str, *, thread_id: str = "", key_id: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.key_id = key_id
         super().__init__(message)

@@ -11,6 +11,7 @@ Example:
 from langgraph_stm._errors import (
     BudgetExceededError,
     CheckpointConflict,
+    EncryptionKeyError,
     InvalidArgumentError,
     InvalidMessageError,
     StateUpdateError,
@@ -26,6 +27,7 @@ from langgraph_stm._errors import (
 __all__ = [
     "BudgetExceededError",
     "CheckpointConflict",
+    "EncryptionKeyError",
     "InvalidArgumentError",
     "InvalidMessageError",
     "STMError",

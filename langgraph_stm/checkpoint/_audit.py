@@ -216,6 +216,8 @@ class AuditTrail:
     ) -> None:
         self.dialect = dialect
         self.log = INJECTIONS if log is None else log
+        self.crypt: Any = None
+        """The saver's :class:`~._crypto.Crypt` (encryption at rest seals ``entry``)."""
         if listen:
             _audit_context.listen()
             weakref.finalize(self, _audit_context.unlisten)
@@ -332,12 +334,14 @@ class AuditTrail:
             sql = f"SELECT entry FROM {t} WHERE thread_id = {p} AND run_id = {p}"
             rows = (yield Stmt(sql, [thread_id, run_id])) or []
             if rows:
-                self._merge(key, rows[0][0])
+                self._merge(key, _opened(self.crypt, thread_id, rows[0][0]))
         with self.log.lock:
             record = self.log.locked(key)
             document = _document(record)
             version = record.version
             rewrite = version != record.written
+        if self.crypt is not None and self.crypt.on:
+            document = self.crypt.seal_entry(thread_id, self.crypt.owner_now(), document)
         # Writes of one run may reach us out of order (background writes): the entry
         # keeps the newest checkpoint written and the oldest parent seen, ``NULL`` (a new
         # thread) being the oldest; a parent the run wrote itself is never the oldest.
@@ -392,12 +396,18 @@ class AuditTrail:
 
     def read_plan(self, thread_id: str) -> Plan:
         """The entries of ``thread_id`` (see :func:`read_plan`)."""
-        return read_plan(self.dialect, thread_id)
+        return read_plan(self.dialect, thread_id, self.crypt)
 
 
-def read_plan(d: Dialect, thread_id: str) -> Plan:
+def _opened(crypt: Any, thread_id: str, entry: object) -> object:
+    """A stored ``entry`` opened by the saver's ``crypt`` (sealed ones), else as is."""
+    return entry if crypt is None else crypt.open_entry(thread_id, str(entry))
+
+
+def read_plan(d: Dialect, thread_id: str, crypt: Any = None) -> Plan:
     """The audit entries of ``thread_id``, oldest first, as :class:`AuditEntry` objects;
-    raises :class:`~langgraph_stm.errors.StorageError` for an unreadable entry."""
+    raises :class:`~langgraph_stm.errors.StorageError` for an unreadable entry (and
+    :class:`~langgraph_stm.errors.EncryptionKeyError` for one ``crypt`` cannot open)."""
     rows = (
         yield Stmt(
             f"SELECT {_COLUMNS} FROM {AUDIT_TABLE} WHERE thread_id = {d.param} "
@@ -406,7 +416,7 @@ def read_plan(d: Dialect, thread_id: str) -> Plan:
             [thread_id],
         )
     ) or []
-    return [_entry(r) for r in rows]
+    return [_entry((*r[:6], _opened(crypt, str(r[0]), r[6]))) for r in rows]
 
 
 def _entry(row: Any) -> AuditEntry:
@@ -507,13 +517,13 @@ class AuditLog(SaverCore):
             []
         """
         result: builtins.list[AuditEntry] = self._sync_driver().read(
-            read_plan(self._tables.dialect, str(thread_id))
+            read_plan(self._tables.dialect, str(thread_id), getattr(self, "_crypt", None))
         )
         return result
 
     async def aaudit_log(self, thread_id: str) -> builtins.list[AuditEntry]:
         """Async twin of :meth:`audit_log`."""
         result: builtins.list[AuditEntry] = await self._aread(
-            read_plan(self._tables.dialect, str(thread_id))
+            read_plan(self._tables.dialect, str(thread_id), getattr(self, "_crypt", None))
         )
         return result

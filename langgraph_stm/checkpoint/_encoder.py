@@ -39,6 +39,7 @@ from langgraph_stm.checkpoint._format import (
     ListRow,
     Op,
     ValueRow,
+    column_text,
     diff_ops,
     encode_ops,
     encode_refs,
@@ -84,6 +85,12 @@ def clone(message: BaseMessage) -> BaseMessage:
     if extra:
         object.__setattr__(copied, "__pydantic_extra__", _copy(extra))
     return copied
+
+
+def _column_id(message: BaseMessage) -> str | None:
+    """The id a body row keeps for inspection (a NUL or a lone surrogate in an id must
+    not fail a write that the inner saver stores)."""
+    return None if message.id is None else column_text(message.id)
 
 
 def _same(a: BaseMessage, b: BaseMessage) -> bool:
@@ -406,7 +413,7 @@ class Encoder:
         digest = message_digest(type_, data)
         if digest not in new:
             stored_type, stored = pack_body(type_, data)
-            new[digest] = BodyRow(digest, message.id, stored_type, stored)
+            new[digest] = BodyRow(digest, _column_id(message), stored_type, stored)
             self.messages.add(digest, clone(message))
         return digest
 
@@ -419,7 +426,7 @@ class Encoder:
         message = live[digest]  # equal to the cached message of this digest
         type_, data = self.serde.dumps_typed(message)
         stored_type, stored = pack_body(type_, data)
-        return BodyRow(digest, message.id, stored_type, stored)
+        return BodyRow(digest, _column_id(message), stored_type, stored)
 
     def _encode_list(
         self,

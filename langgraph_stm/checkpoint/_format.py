@@ -49,6 +49,7 @@ __all__ = [
     "ListRow",
     "ValueRow",
     "chunk_refs",
+    "column_text",
     "decode_ops",
     "decode_refs",
     "encode_ops",
@@ -106,7 +107,8 @@ class BodyRow:
     digest: bytes
     """:func:`message_digest` of the serialized message; the body's key."""
     message_id: str | None
-    """The message id, kept for inspection."""
+    """The message id as a text column holds it (:func:`column_text`), kept for
+    inspection only: a read takes the id from the serialized body."""
     type: str
     """Serde type tag, with :data:`COMPRESSED` appended when ``data`` is compressed."""
     data: bytes
@@ -134,6 +136,24 @@ class ValueRow:
     digest: bytes
     type: str
     data: bytes
+
+
+def column_text(text: str) -> str:
+    """Return ``text`` as a text column of every backend stores it: NUL characters
+    (which PostgreSQL refuses in text) and lone surrogates (which UTF-8 cannot encode)
+    become U+FFFD.
+
+    Example:
+        >>> column_text("a\\x00b\\ud83d")
+        'a\\ufffdb\\ufffd'
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return text
 
 
 def message_digest(type_: str, data: bytes) -> bytes:

@@ -48,9 +48,12 @@ def _root(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-def _rows_plan(d: Dialect, thread_ids: Sequence[str] | None) -> Plan:
-    """Projection rows and lifecycle rows of ``thread_ids`` (``None``: all)."""
+def _rows_plan(d: Dialect, thread_ids: Sequence[str] | None, crypt: Any = None) -> Plan:
+    """Projection rows and lifecycle rows of ``thread_ids`` (``None``: all); ``crypt``
+    (an encrypted saver's :class:`~._crypto.Crypt`) opens sealed rows."""
     rows = yield from projections_plan(d, thread_ids, None)
+    if crypt is not None:
+        rows = [crypt.open_row(r) for r in rows]
     lives = yield from lifecycle_plan(d, thread_ids)
     return rows, lives
 
@@ -97,6 +100,14 @@ class ThreadIndex(Maintenance):
             return latest
         return None
 
+    def _rows(self, thread_ids: Sequence[str] | None) -> Plan:
+        return _rows_plan(self._tables.dialect, thread_ids, self._pipeline.crypt)
+
+    def _sealed(self, row: ThreadRow) -> ThreadRow:
+        """``row`` as stored: sealed when the saver encrypts (under the no-owner key)."""
+        crypt = self._pipeline.crypt
+        return row if crypt is None or not crypt.on else crypt.seal_row(row, None)
+
     def _state_of(self, thread_id: str, tup: Any) -> ThreadState | None:
         if tup is None:
             return None
@@ -105,14 +116,14 @@ class ThreadIndex(Maintenance):
 
     def _scan(self) -> Scan:
         driver = self._sync_driver()
-        rows, lives = driver.read(_rows_plan(self._tables.dialect, None))
+        rows, lives = driver.read(self._rows(None))
         latest = self._latest(rows)
         if latest is None:
             latest = driver.read(latest_roots_plan(self._tables.latest_roots_sql()))
         return rows, latest, lives
 
     async def _ascan(self) -> Scan:
-        rows, lives = await self._aread(_rows_plan(self._tables.dialect, None))
+        rows, lives = await self._aread(self._rows(None))
         latest = self._latest(rows)
         if latest is None:
             latest = await self._aread(latest_roots_plan(self._tables.latest_roots_sql()))
@@ -141,7 +152,7 @@ class ThreadIndex(Maintenance):
             True
         """
         t = str(thread_id)
-        rows, lives = self._sync_driver().read(_rows_plan(self._tables.dialect, [t]))
+        rows, lives = self._sync_driver().read(self._rows([t]))
         lifetime = self._life.lifetime(lives.get(t), self._life.now())
         tup = None if lifetime.expired else self.inner.get_tuple(_root(t))
         if tup is None or not self._visible([tup]):  # a deleted thread's leftover
@@ -153,7 +164,7 @@ class ThreadIndex(Maintenance):
     async def aget_thread_state(self, thread_id: str) -> ThreadState | None:
         """Async twin of :meth:`get_thread_state`."""
         t = str(thread_id)
-        rows, lives = await self._aread(_rows_plan(self._tables.dialect, [t]))
+        rows, lives = await self._aread(self._rows([t]))
         lifetime = self._life.lifetime(lives.get(t), self._life.now())
         tup = None if lifetime.expired else await self.inner.aget_tuple(_root(t))
         if tup is None or not await self._avisible([tup]):
@@ -231,7 +242,7 @@ class ThreadIndex(Maintenance):
             tup = self.get_tuple(_root(t))
             if tup is not None:
                 cp = tup.checkpoint
-                row = project(t, cp["id"], cp.get("ts"), cp["channel_values"])
+                row = self._sealed(project(t, cp["id"], cp.get("ts"), cp["channel_values"]))
                 driver.write(upsert_projection(self._tables.dialect, row, force=True))
         driver.write(delete_projections_plan(self._tables.dialect, orphans))
         return len(stale) + len(orphans)
@@ -244,7 +255,7 @@ class ThreadIndex(Maintenance):
             tup = await self.aget_tuple(_root(t))
             if tup is not None:
                 cp = tup.checkpoint
-                row = project(t, cp["id"], cp.get("ts"), cp["channel_values"])
+                row = self._sealed(project(t, cp["id"], cp.get("ts"), cp["channel_values"]))
                 await self._awrite(upsert_projection(self._tables.dialect, row, force=True))
         await self._awrite(delete_projections_plan(self._tables.dialect, orphans))
         return len(stale) + len(orphans)

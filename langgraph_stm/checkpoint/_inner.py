@@ -11,20 +11,34 @@ LangGraph release that changes one fails there, loudly, instead of corrupting da
   checkpoint without deserializing it;
 - that SQLite savers store every channel value in every checkpoint, while the
   PostgreSQL and in-memory savers store each channel version once;
-- how to prune an in-memory or SQLite saver, which have no ``prune`` of their own.
+- how to prune an in-memory or SQLite saver, which have no ``prune`` of their own;
+- and of LangGraph's loop: how a run's read differs from ``get_state``'s, which
+  channels schedule a node, which pending writes end a run (exclusive runs).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, TASKS
+from langgraph.constants import START
 
-__all__ = ["Inner", "checkpoint_id_now", "inspect_inner"]
+__all__ = [
+    "RUNTIME_KEY",
+    "RUN_ENDING_CHANNELS",
+    "Inner",
+    "checkpoint_id_now",
+    "inspect_inner",
+    "is_run_read",
+    "latest_in_memory",
+    "triggers_a_node",
+]
 
 
 def checkpoint_id_now() -> str:
@@ -162,3 +176,121 @@ def inspect_inner(saver: BaseCheckpointSaver[Any]) -> Inner:
         if kind is not None:
             return Inner(saver, kind)
     return Inner(saver, None)
+
+
+# -- facts about LangGraph's loop (pinned by tests/unit/test_saver_contract.py) ----------
+RUNTIME_KEY = "__pregel_runtime"
+"""``langgraph.runtime.CONFIG_KEY_RUNTIME`` (not re-exported for type checkers): where
+a run's config carries its ``Runtime``."""
+RUN_ENDING_CHANNELS = frozenset({ERROR, INTERRUPT})
+"""Pending-write channels after which a run stops: a task raised, or interrupted."""
+_TRIGGER_PREFIXES = ("branch:to:", "join:", TASKS, START)
+"""Channels whose update schedules a node: ``StateGraph`` edges (``branch:to:<node>``,
+``join:<a>+<b>:<node>``), ``Send`` packets, a run's input."""
+
+
+def is_run_read(config: RunnableConfig) -> bool:
+    """Whether a ``get_tuple`` is the read a run starts from its thread's latest
+    checkpoint: LangGraph's loop reads with its ``Runtime`` in the config
+    (``get_state``/``get_state_history`` do not) and no ``checkpoint_id`` key (a run
+    addressed at a checkpoint reads it, then the latest with ``checkpoint_id=None`` to
+    see whether the thread moved past it)."""
+    configurable = config.get("configurable", {})
+    return RUNTIME_KEY in configurable and "checkpoint_id" not in configurable
+
+
+def latest_in_memory(saver: Any, thread_id: str) -> str | None:
+    """The id of a thread's latest root checkpoint in a saver we share no database
+    with (``InMemorySaver``: its ``storage``; any other: its own ``get_tuple``)."""
+    storage = getattr(saver, "storage", None)
+    if isinstance(storage, dict):
+        root = storage.get(thread_id, {}).get("", {})
+        return max(root) if root else None
+    tup = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    return None if tup is None else str(tup.config["configurable"]["checkpoint_id"])
+
+
+def triggers_a_node(checkpoint: Checkpoint) -> bool:
+    """Whether the run that wrote ``checkpoint`` goes on: a channel the step updated
+    schedules a node. A checkpoint that does not say (no ``updated_channels``) counts as
+    going on."""
+    updated = checkpoint.get("updated_channels")
+    if updated is None:
+        return True
+    return any(channel.startswith(_TRIGGER_PREFIXES) for channel in updated)
+
+
+def stores_primitives_inline(inner: Inner) -> bool:
+    """Whether the inner saver stores ``str``/``int``/``float``/``bool`` channel values
+    inline in its checkpoint row instead of through its ``serde`` (PostgreSQL's
+    ``checkpoints.checkpoint`` JSONB), so encryption must box them first."""
+    return inner.kind in ("postgres", "async_postgres")
+
+
+SEALED_TABLES: dict[str, tuple[tuple[str, tuple[str, ...], str, str], ...]] = {
+    "sqlite": (
+        ("checkpoints", ("thread_id", "checkpoint_ns", "checkpoint_id"), "type", "checkpoint"),
+        (
+            "writes",
+            ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+            "type",
+            "value",
+        ),
+    ),
+    "postgres": (
+        ("checkpoint_blobs", ("thread_id", "checkpoint_ns", "channel", "version"), "type", "blob"),
+        (
+            "checkpoint_writes",
+            ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+            "type",
+            "blob",
+        ),
+    ),
+}
+"""Per database saver family: ``(table, key columns, type column, data column)`` of
+every inner table whose values go through the saver's ``serde`` (``thread_id`` first
+among the keys), so encryption can rewrite them (``STMSaver.reencrypt``)."""
+METADATA_TABLE = ("checkpoints", ("thread_id", "checkpoint_ns", "checkpoint_id"), "metadata")
+"""The inner table and column holding checkpoint metadata as JSON (SQLite: UTF-8 bytes;
+PostgreSQL: JSONB), not through the serde."""
+
+
+def family(inner: Inner) -> str | None:
+    """``sqlite``, ``postgres`` or ``memory`` (sync and async alike), or ``None``."""
+    if inner.kind is None:
+        return None
+    return inner.kind.removeprefix("async_")
+
+
+def memory_rewrite(
+    inner: Inner, rewrite: Callable[[str, tuple[str, bytes], bool], tuple[str, bytes] | None]
+) -> int:
+    """Pass every serialized value an ``InMemorySaver`` holds to ``rewrite(thread_id,
+    typed, is_metadata)`` and store what it returns instead (``None``: keep); return how
+    many were replaced. Checkpoints, metadata, pending writes and channel blobs."""
+    saver: Any = inner.saver
+    changed = 0
+    for thread_id, by_ns in list(saver.storage.items()):
+        for by_id in list(by_ns.values()):
+            for checkpoint_id, (checkpoint, metadata, parent) in list(by_id.items()):
+                new_checkpoint = rewrite(thread_id, checkpoint, False)
+                new_metadata = rewrite(thread_id, metadata, True)
+                if new_checkpoint is not None or new_metadata is not None:
+                    by_id[checkpoint_id] = (
+                        new_checkpoint or checkpoint,
+                        new_metadata or metadata,
+                        parent,
+                    )
+                    changed += (new_checkpoint is not None) + (new_metadata is not None)
+    for key, writes in list(saver.writes.items()):
+        for idx, (task_id, channel, typed, *rest) in list(writes.items()):
+            new = rewrite(key[0], typed, False)
+            if new is not None:
+                writes[idx] = (task_id, channel, new, *rest)
+                changed += 1
+    for key, typed in list(saver.blobs.items()):
+        new = rewrite(key[0], typed, False)
+        if new is not None:
+            saver.blobs[key] = new
+            changed += 1
+    return changed

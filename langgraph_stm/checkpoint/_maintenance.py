@@ -55,19 +55,16 @@ def _sqlite_keep_latest(thread_ids: Sequence[str]) -> Plan:
 class Maintenance(Retention):
     """``delete_thread``, ``prune`` and ``vacuum`` with their async twins."""
 
-    def _vacuum_plans(self, thread_ids: Sequence[str]) -> list[Plan]:
+    def _vacuum_plans(self, thread_ids: Sequence[str], dry_run: bool = False) -> list[Plan]:
         plans: list[Plan] = []
+        d = self._tables.dialect
         for thread_id in thread_ids:
             if self._tables.in_database:
-                plans.append(
-                    vacuum_plan(self._tables.dialect, thread_id, self._live_sql(thread_id), None)
-                )
+                live_sql = self._live_sql(thread_id)
+                plans.append(vacuum_plan(d, thread_id, live_sql, None, dry_run=dry_run))
             else:
-                plans.append(
-                    vacuum_plan(
-                        self._tables.dialect, thread_id, None, self._inner.memory_live(thread_id)
-                    )
-                )
+                live = self._inner.memory_live(thread_id)
+                plans.append(vacuum_plan(d, thread_id, None, live, dry_run=dry_run))
         return plans
 
     def _live_sql(self, thread_id: str) -> tuple[str, list[Any]]:
@@ -160,16 +157,18 @@ class Maintenance(Retention):
 
     # -- vacuum --------------------------------------------------------------------------
     @bridged("avacuum")
-    def vacuum(self, thread_ids: Sequence[str] | None = None) -> int:
+    def vacuum(self, thread_ids: Sequence[str] | None = None, *, dry_run: bool = False) -> int:
         """Remove our rows that no remaining checkpoint references; return how many.
 
-        Safe while other workers write the same threads (see the module doc).
+        Safe while other workers write the same threads (see the module doc). With
+        ``dry_run=True`` nothing is removed: it only reads, and returns how many rows it
+        would remove.
 
         Example:
             >>> from langgraph.checkpoint.memory import InMemorySaver
             >>> from langgraph_stm import STMSaver
-            >>> STMSaver(InMemorySaver()).vacuum()
-            0
+            >>> STMSaver(InMemorySaver()).vacuum(), STMSaver(InMemorySaver()).vacuum(dry_run=True)
+            (0, 0)
         """
         driver = self._sync_driver()
         ids = (
@@ -177,17 +176,21 @@ class Maintenance(Retention):
             if thread_ids is None
             else [str(t) for t in thread_ids]
         )
-        return sum(driver.write(plan) for plan in self._vacuum_plans(ids))
+        run = driver.read if dry_run else driver.write
+        return sum(run(plan) for plan in self._vacuum_plans(ids, dry_run))
 
-    async def avacuum(self, thread_ids: Sequence[str] | None = None) -> int:
+    async def avacuum(
+        self, thread_ids: Sequence[str] | None = None, *, dry_run: bool = False
+    ) -> int:
         """Async twin of :meth:`vacuum`."""
         if thread_ids is None:
             ids = await self._aread(threads_with_rows_plan(self._tables.dialect))
         else:
             ids = [str(t) for t in thread_ids]
+        run = self._aread if dry_run else self._awrite
         total = 0
-        for plan in self._vacuum_plans(ids):
-            total += await self._awrite(plan)
+        for plan in self._vacuum_plans(ids, dry_run):
+            total += await run(plan)
         return total
 
 

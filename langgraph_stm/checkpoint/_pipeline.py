@@ -2,8 +2,9 @@
 read fetches and rebuilds. The saver runs the plans it returns on the backend's driver.
 
 write: validate and id pending writes (:mod:`._writes`) | project the structured state
-(:mod:`._threads`) -> encode (:mod:`._encoder`) -> the write plan (:mod:`._tables`).
-read: the inner saver's tuple -> the load plan of its references -> decode.
+(:mod:`._threads`) -> encode (:mod:`._encoder`) -> encrypt (:mod:`._crypto`, when the
+saver has a key) -> the write plan (:mod:`._tables`).
+read: the inner saver's tuple -> the load plan of its references -> decrypt -> decode.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ class Pipeline:
         self.encoder = encoder
         self.linear = linear
         """Store message lists (and large values) by reference."""
+        self.crypt: Any = None
+        """The :class:`~._crypto.Crypt` of an encrypted saver (seals our rows, opens
+        what reads fetch), or ``None``."""
 
     def prepare(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
@@ -116,6 +120,15 @@ class Pipeline:
             # other channels are gone from the thread.
             kept = {k: v for k, v in values.items() if k in new_versions}
             cold_projection = project(thread_id, checkpoint["id"], checkpoint.get("ts"), kept)
+        crypt = self.crypt
+        if crypt is not None and crypt.on:  # encrypt: after encoding, before the tables
+            owner = crypt.owner_now()
+            if write is not None:
+                write = crypt.seal_write(thread_id, owner, write)
+            if projection is not None:
+                projection = crypt.seal_row(projection, owner)
+            if cold_projection is not None:
+                cold_projection = crypt.seal_row(cold_projection, owner)
         plan = write_plan(
             self.tables.dialect,
             thread_id,
@@ -146,9 +159,13 @@ class Pipeline:
     def decoded(self, tup: CheckpointTuple, loaded: Any, *, remember: bool) -> CheckpointTuple:
         """``tup`` with its references replaced by what ``loaded`` (the rows
         :meth:`load_plan` fetched, or ``None``) holds."""
+        thread_id, ns, _ = ids(tup.config)
+        if self.crypt is not None:  # decrypt: after the table reads, before decoding
+            tup = self.crypt.opened_tuple(tup)
+            if loaded is not None:
+                loaded = (loaded[0], self.crypt.open_loaded(thread_id, loaded[1]))
         if loaded is None and not _has_escapes(tup):
             return tup
-        thread_id, ns, _ = ids(tup.config)
         expanded, rows = loaded if loaded is not None else ({}, None)
         try:
             values = self.encoder.decode_values(

@@ -159,6 +159,10 @@ MIGRATIONS: list[Migration] = [
     backfill_lifecycle,
     # tenant scoping (see _scope): the owner each thread is bound to.
     "CREATE TABLE IF NOT EXISTS stm_owners (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL)",
+    # exclusive runs (see _conflicts): the run continuing each thread, until it lapses.
+    "CREATE TABLE IF NOT EXISTS stm_claims (thread_id TEXT PRIMARY KEY, "
+    "checkpoint_id TEXT NOT NULL, token TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL, "
+    "ended_at TEXT)",
 ]
 """Our schema, append-only: ``stm_migrations`` records which steps ran."""
 

@@ -132,6 +132,9 @@ from langgraph_stm.checkpoint._tables import (
 
 __all__ = ["Deletion", "DeletionReport", "Retention"]
 
+_ALL = 2**62
+"""A ``LIMIT`` that takes every row (both dialects; ``expired_plan`` slices with it)."""
+
 
 # -- the inner saver's rows, where they are not in our database ----------------------------
 def memory_rows(saver: Any, thread_id: str) -> dict[str, int]:
@@ -597,6 +600,26 @@ class Retention(Deletion):
         await self._awrite(
             set_ttl_plan(self._tables.dialect, _thread_id(thread_id), self._life.now(), own)
         )
+
+    @bridged("aexpired_threads")
+    def expired_threads(self) -> builtins.list[str]:
+        """Return the ids of the threads that are expired and not swept yet (what
+        :meth:`sweep` would delete now), those that expired first first; reads only.
+
+        Example:
+            >>> from datetime import timedelta
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph_stm import STMSaver
+            >>> STMSaver(InMemorySaver(), ttl=timedelta(days=1)).expired_threads()
+            []
+        """
+        plan = expired_plan(self._tables.dialect, self._life, self._life.now(), _ALL)
+        return builtins.list(self._sync_driver().read(plan))
+
+    async def aexpired_threads(self) -> builtins.list[str]:
+        """Async twin of :meth:`expired_threads`."""
+        plan = expired_plan(self._tables.dialect, self._life, self._life.now(), _ALL)
+        return builtins.list(await self._aread(plan))
 
     @bridged("asweep")
     def sweep(self, *, batch_size: int = 500) -> int:

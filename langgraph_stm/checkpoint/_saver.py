@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from langgraph_stm.checkpoint._backend import tables_for
 from langgraph_stm.checkpoint._encoder import Encoder
@@ -121,9 +122,11 @@ class SaverCore(BaseCheckpointSaver[Any]):
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.inner = inner
-        clone.serde = inner.serde
+        # An encrypted saver's inner serde seals; our rows are encoded with the plain one.
+        plain = inner.serde.serde if isinstance(inner.serde, EncryptedSerializer) else inner.serde
+        clone.serde = plain
         clone._encoder = Encoder(
-            inner.serde,
+            plain,
             delta_limit=self._encoder.delta_limit,
             full_values=self._encoder.full_values,
             messages=self._encoder.messages,
@@ -131,6 +134,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         clone._pipeline = Pipeline(
             clone._inner, clone._tables, clone._encoder, clone.linear_messages
         )
+        clone._pipeline.crypt = self._pipeline.crypt
         return clone
 
     def _sync_driver(self) -> Any:
@@ -163,6 +167,17 @@ class SaverCore(BaseCheckpointSaver[Any]):
         """The plan a checkpoint write runs, given the plan of its own rows (the
         retention guard and lifecycle row, the audit entry wrap it)."""
         return plan
+
+    def _to_inner(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]:
+        """The arguments of the inner ``put``, given our encoded checkpoint (encryption
+        seals the metadata values and boxes inline values, :mod:`._crypto`)."""
+        return config, checkpoint, metadata, new_versions
 
     # -- reads through the pipeline ---------------------------------------------------
     def _load(self, tup: CheckpointTuple, *, remember: bool) -> CheckpointTuple:
@@ -218,8 +233,11 @@ class SaverCore(BaseCheckpointSaver[Any]):
         """Store our rows of the checkpoint, then the checkpoint (see the module doc)."""
         stored, write, plan = self._pipeline.prepare(config, checkpoint, new_versions)
         plan = self._around_write(config, checkpoint, metadata, plan)
+        inner_config, stored, metadata, versions = self._to_inner(
+            config, stored, metadata, new_versions
+        )
         with self._sync_driver().writing(plan, ids(config)[0]):
-            result = self.inner.put(config, stored, metadata, new_versions)
+            result = self.inner.put(inner_config, stored, metadata, versions)
         if write is not None:
             self._encoder.installed(write)
         return result
@@ -282,13 +300,16 @@ class SaverCore(BaseCheckpointSaver[Any]):
         """Async twin of :meth:`put`."""
         stored, write, plan = self._pipeline.prepare(config, checkpoint, new_versions)
         plan = self._around_write(config, checkpoint, metadata, plan)
+        inner_config, stored, metadata, versions = self._to_inner(
+            config, stored, metadata, new_versions
+        )
         driver = self._async_driver()
         if driver is None:
             with self._tables.sync.writing(plan, ids(config)[0]):
-                result = await self.inner.aput(config, stored, metadata, new_versions)
+                result = await self.inner.aput(inner_config, stored, metadata, versions)
         else:
             async with driver.writing(plan, ids(config)[0]):
-                result = await self.inner.aput(config, stored, metadata, new_versions)
+                result = await self.inner.aput(inner_config, stored, metadata, versions)
         if write is not None:
             self._encoder.installed(write)
         return result

@@ -75,7 +75,7 @@ from langgraph_stm._errors import InvalidArgumentError, ThreadScopeError
 from langgraph_stm.checkpoint._export import ThreadDocument
 from langgraph_stm.checkpoint._lifecycle import Lifecycle
 from langgraph_stm.checkpoint._pipeline import ids
-from langgraph_stm.checkpoint._retention import DeletionReport, _batch_size
+from langgraph_stm.checkpoint._retention import _ALL, DeletionReport, _batch_size
 from langgraph_stm.checkpoint._saver import SaverCore, bridged
 from langgraph_stm.checkpoint._tables import Dialect, Plan, Stmt, batches
 from langgraph_stm.checkpoint._threads import ThreadQuery, ThreadState
@@ -535,6 +535,26 @@ class Scope(SaverCore):
             await self._acheck(str(thread_id), caller)
         with _checked():
             return cast(ThreadDocument, await sup.aexport_thread(thread_id))
+
+    @bridged("aexpired_threads")
+    def expired_threads(self, *, owner: str | None = None) -> builtins.list[str]:
+        """Ids of the expired threads :meth:`sweep` would delete now (see
+        ``Retention.expired_threads``): with ``owner``, only those bound to it; reads only."""
+        caller = self._owner_arg(owner)
+        sup: Any = super()
+        if caller is None:
+            return cast("builtins.list[str]", sup.expired_threads())
+        plan = owner_expired_plan(self._tables.dialect, self._life, self._life.now(), _ALL, caller)
+        return cast("builtins.list[str]", self._sync_driver().read(plan))
+
+    async def aexpired_threads(self, *, owner: str | None = None) -> builtins.list[str]:
+        """Async twin of :meth:`expired_threads`."""
+        caller = self._owner_arg(owner)
+        sup: Any = super()
+        if caller is None:
+            return cast("builtins.list[str]", await sup.aexpired_threads())
+        plan = owner_expired_plan(self._tables.dialect, self._life, self._life.now(), _ALL, caller)
+        return cast("builtins.list[str]", await self._aread(plan))
 
     @bridged("asweep")
     def sweep(self, *, batch_size: int = 500, owner: str | None = None) -> int:

@@ -21,8 +21,8 @@ Example:
     ...     tables = {r[0] for r in saver.inner.conn.execute(
     ...         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'stm_%'")}
     >>> sorted(tables)  # doctest: +NORMALIZE_WHITESPACE
-    ['stm_audit', 'stm_bodies', 'stm_lifecycle', 'stm_lists', 'stm_migrations', 'stm_owners',
-     'stm_refs', 'stm_threads', 'stm_tombstones', 'stm_values']
+    ['stm_audit', 'stm_bodies', 'stm_claims', 'stm_lifecycle', 'stm_lists', 'stm_migrations',
+     'stm_owners', 'stm_refs', 'stm_threads', 'stm_tombstones', 'stm_values']
 """
 
 from __future__ import annotations
@@ -163,6 +163,10 @@ MIGRATIONS: list[Migration] = [
     backfill_lifecycle,
     # tenant scoping (see _scope): the owner each thread is bound to.
     "CREATE TABLE IF NOT EXISTS stm_owners (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL)",
+    # exclusive runs (see _conflicts): the run continuing each thread, until it lapses.
+    "CREATE TABLE IF NOT EXISTS stm_claims (thread_id TEXT PRIMARY KEY, "
+    "checkpoint_id TEXT NOT NULL, token TEXT NOT NULL, expires_at REAL NOT NULL, "
+    "ended_at TEXT)",
 ]
 """Our schema, append-only: ``stm_migrations`` records which steps ran."""
 

@@ -15,6 +15,8 @@ from langgraph.store.base import BaseStore
 
 from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm.checkpoint._audit import AuditLog
+from langgraph_stm.checkpoint._conflicts import Conflicts
+from langgraph_stm.checkpoint._crypto import Encryption
 from langgraph_stm.checkpoint._export import ThreadExport
 from langgraph_stm.checkpoint._index import ThreadIndex
 from langgraph_stm.checkpoint._redact import Redaction
@@ -23,7 +25,7 @@ from langgraph_stm.checkpoint._scope import Scope
 __all__ = ["STMSaver"]
 
 
-class STMSaver(Scope, Redaction, AuditLog, ThreadIndex, ThreadExport):
+class STMSaver(Scope, Conflicts, Redaction, Encryption, AuditLog, ThreadIndex, ThreadExport):
     """Wrap a checkpointer to add a per-thread structured-state projection and linear storage.
 
     Every sync method forwards to the inner saver's sync method and every async method
@@ -70,11 +72,23 @@ class STMSaver(Scope, Redaction, AuditLog, ThreadIndex, ThreadExport):
       tool results, structured fields, metadata and pending writes are replaced by typed
       markers (``[REDACTED:api_key]``) before anything reaches the database; the live
       run is not altered, a resumed run sees the markers.
+    - **Encryption at rest** (``encryption_key=`` a key, a
+      :class:`~langgraph_stm.encryption.Keyring` or a callable owner -> key): checkpoint
+      blobs, pending writes, metadata values, message bodies, the projection and audit
+      entries are sealed with AES-256-GCM after redaction; :meth:`reencrypt` rotates
+      (see ``docs/encryption.md``).
     - **Tenant scoping** (``tenant_key="tenant_id"``): a thread is bound at its first
       write to ``config["configurable"]["tenant_id"]``; reads, writes, listing, export
       and deletion under another owner (or none) raise
       :class:`~langgraph_stm.errors.ThreadScopeError`; the thread methods take
       ``owner=``.
+    - **Exclusive runs** (``exclusive_runs=True``): a run claims its thread when it
+      reads the latest checkpoint; a second run continuing the same checkpoint (two
+      workers resuming one interrupt) raises
+      :class:`~langgraph_stm.errors.CheckpointConflict` before any of its tasks ran.
+      The claim lapses ``run_lease`` (default 30 s) after the run's last write;
+      :meth:`release_run` frees a thread whose worker died. Forks from past
+      checkpoints never conflict.
     - **Audit trail** (``audit=True``): one entry per run, written with its checkpoints:
       the checkpoint it resumed from, the owner, and which sections ``build_context``
       injected (ids and counts, never text); :meth:`audit_log` reads them.

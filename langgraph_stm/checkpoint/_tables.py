@@ -55,6 +55,7 @@ OUR_TABLES = (
     "stm_lifecycle",
     "stm_audit",
     "stm_owners",
+    "stm_claims",
 )
 """Every table of ours whose rows of a thread are deleted with it (``thread_id``
 column). ``stm_tombstones`` is not one: a thread's tombstone outlives it."""
@@ -303,14 +304,18 @@ def vacuum_plan(
     thread_id: str,
     live_sql: tuple[str, list[Any]] | None,
     live: set[tuple[str, str]] | None,
+    *,
+    dry_run: bool = False,
 ) -> Plan:
     """Remove our rows of ``thread_id`` that no remaining checkpoint references.
 
     ``live_sql`` selects ``(checkpoint_ns, checkpoint_id)`` of the thread's checkpoints
     from the inner saver's tables; ``live`` gives them directly (in-memory savers).
-    Returns the number of rows removed.
+    Returns the number of rows removed; with ``dry_run``, only reads (no lock, no
+    delete) and returns how many rows it would remove.
     """
-    yield from lock_plan(d, [thread_id])
+    if not dry_run:
+        yield from lock_plan(d, [thread_id])
     p = d.param
     if live is None:
         assert live_sql is not None
@@ -340,14 +345,14 @@ def vacuum_plan(
         for r in refs
         if (str(r[0]), str(r[1])) not in live and str(r[1]) != LEGACY_OWNER
     ]
-    if dead:
+    if dead and not dry_run:
         yield Stmt(
             f"DELETE FROM stm_refs WHERE thread_id = {p} AND checkpoint_ns = {p} "
             f"AND checkpoint_id = {p}",
             dead,
             many=True,
         )
-        removed += len(dead)
+    removed += len(dead)
     # Rows converted from the first layout carry no refs: a "*" owner keeps them all.
     legacy = {str(r[0]) for r in refs if str(r[1]) == LEGACY_OWNER}
     want_lists: dict[str, set[bytes]] = {}
@@ -394,7 +399,7 @@ def vacuum_plan(
         for digest in records
         if (ns, digest) not in live_lists
     ]
-    removed += yield from _delete_keys(d, "stm_lists", dead_lists)
+    removed += yield from _delete_keys(d, "stm_lists", dead_lists, dry_run)
     for table, keep in (("stm_bodies", live_bodies), ("stm_values", None)):
         stored = (
             yield Stmt(
@@ -408,12 +413,14 @@ def vacuum_plan(
             for r in stored
             if str(r[0]) not in legacy and (str(r[0]), bytes(r[1])) not in keep
         ]
-        removed += yield from _delete_keys(d, table, dead_rows)
+        removed += yield from _delete_keys(d, table, dead_rows, dry_run)
     return removed
 
 
-def _delete_keys(d: Dialect, table: str, keys: list[tuple[str, str, bytes]]) -> Plan:
-    if keys:
+def _delete_keys(
+    d: Dialect, table: str, keys: list[tuple[str, str, bytes]], dry_run: bool = False
+) -> Plan:
+    if keys and not dry_run:
         p = d.param
         yield Stmt(
             f"DELETE FROM {table} WHERE thread_id = {p} AND checkpoint_ns = {p} AND digest = {p}",

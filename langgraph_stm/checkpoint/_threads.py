@@ -24,7 +24,7 @@ from typing import Any
 
 from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm._state import STM_FIELDS, Artifact, Constraint, ErrorRecord, PlanStep, Summary
-from langgraph_stm.checkpoint._format import FormatError
+from langgraph_stm.checkpoint._format import FormatError, column_text
 from langgraph_stm.checkpoint._tables import ThreadRow
 
 __all__ = ["ThreadQuery", "ThreadState", "format_ts", "project", "select_page", "to_state"]
@@ -147,16 +147,6 @@ def _checkpoint_ts(ts: object) -> str:
     return format_ts(datetime.now(UTC))
 
 
-def _clean_str(s: str) -> str:
-    if "\x00" in s:
-        s = s.replace("\x00", "\ufffd")
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        s = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
-    return s
-
-
 def sanitize(value: Any) -> Any:
     """Turn ``value`` into JSON data every backend stores (see the module doc).
 
@@ -172,9 +162,9 @@ def sanitize(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):
-        return _clean_str(value)
+        return column_text(value)
     if isinstance(value, Mapping):
-        return {_clean_str(str(k)): sanitize(v) for k, v in value.items()}
+        return {column_text(str(k)): sanitize(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [sanitize(v) for v in value]
     return None

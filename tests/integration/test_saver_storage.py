@@ -601,6 +601,7 @@ class TestDeletion:
                 before.pop("stm_values")
             before.pop("stm_audit")  # rows only with audit=True (tests/integration/test_audit.py)
             before.pop("stm_owners")  # rows only with tenant_key (tests/integration/test_scope.py)
+            before.pop("stm_claims")  # rows only with exclusive_runs (test_conflicts.py)
             assert all(n > 0 for n in before.values()), before
             kept = thread_rows(saver, "kept")
             saver.delete_thread("gone")

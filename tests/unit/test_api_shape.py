@@ -58,7 +58,9 @@ TOP_LEVEL = [
 SUBMODULES = {
     "langgraph_stm.state": {"STMState", "PlanStep", "Summary", "merge_plan", "remove_record"},
     "langgraph_stm.summarizers": {"ChatModelSummarizer", "ExtractiveSummarizer", "Summarizer"},
+    "langgraph_stm.encryption": {"Keyring", "generate_key", "key_id", "ReencryptReport"},
     "langgraph_stm.errors": {"STMError", "ToolPairError", "StorageError"},
+    "langgraph_stm.middleware": {"STMAgentState", "STMMiddleware"},
     "langgraph_stm.tools": {"ApprovalToolNode", "Decision", "Offloader", "tool_result_id"},
     "langgraph_stm.typing": {"TokenCounterLike", "SummarizerLike", "OnInvalid", "RepairCause"},
 }

@@ -24,6 +24,8 @@ PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text(en
 
 DISTRIBUTIONS = {
     "aiosqlite": "aiosqlite",
+    "cryptography": "cryptography",
+    "langchain": "langchain",
     "langchain_core": "langchain-core",
     "langgraph": "langgraph",
     "langgraph.checkpoint": "langgraph-checkpoint",
@@ -31,9 +33,11 @@ DISTRIBUTIONS = {
     "langgraph.checkpoint.sqlite": "langgraph-checkpoint-sqlite",
     "langgraph.prebuilt": "langgraph-prebuilt",
     "langgraph.store": "langgraph-checkpoint",  # BaseStore ships with the checkpoint base
+    "langgraph.store.sqlite": "langgraph-checkpoint-sqlite",
     "psycopg": "psycopg",
     "psycopg_pool": "psycopg-pool",
     "pydantic": "pydantic",
+    "rich": "rich",
     "tiktoken": "tiktoken",
     "typing_extensions": "typing-extensions",
 }
@@ -42,6 +46,8 @@ since ``langgraph`` is a namespace several distributions share."""
 
 GATED = {
     "aiosqlite": "sqlite",
+    "cryptography": "encryption",
+    "langchain": "agents",
     "langgraph-checkpoint-postgres": "postgres",
     "langgraph-checkpoint-sqlite": "sqlite",
     "psycopg": "postgres",

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from langgraph_stm._errors import STMError
-from langgraph_stm.cli import _chat, _demo, _threads
+from langgraph_stm.cli import _chat, _demo, _gc, _threads
 from langgraph_stm.cli._common import IO, CLIError
 
 __all__ = ["main"]
 
-_COMMANDS = (_demo, _chat, _threads)
+_COMMANDS = (_demo, _chat, _threads, _gc)
 
 
 def _parser() -> argparse.ArgumentParser:

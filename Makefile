@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,13 @@ lint: $(VENV)/.dev-installed
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
+# the documentation site (mkdocs.yml: docs/ and the API reference from the docstrings),
+# every warning an error
+docs: $(VENV)/.dev-installed
+	$(BIN)/mkdocs build --strict --site-dir site
+
 bench: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/bench_tokens.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis stm-demo.sqlite*
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site stm-demo.sqlite*

@@ -427,7 +427,8 @@ class ApprovalToolNode(StateNode):
         handle_tool_errors: see :data:`HandleToolErrors`.
         offload_over_tokens: a result over this many tokens is offloaded (see
             :class:`~langgraph_stm._offload.Offloader`); ``None`` never offloads.
-        token_counter, store: passed to the offloader (only with ``offload_over_tokens``).
+        token_counter: passed to the offloader (only with ``offload_over_tokens``).
+        store: passed to the offloader (only with ``offload_over_tokens``).
 
     The update is ``{messages_key: [edited AI message?, result, ...]}`` plus
     ``{artifacts_key: [...]}`` when a result was offloaded; ``{}`` when the last unit

@@ -589,3 +589,11 @@ def check_state_values(state: Mapping[str, Any]) -> None:
                 field, f"the state holds a {type(value).__name__}, not a list of records"
             )
         reducer(None, value)
+        for item in value if field in _RECORD_CHECKS else ():
+            if item.get(_REMOVE_KEY):  # the reducer accepted it: a mapping with an id
+                raise StateUpdateError(
+                    field,
+                    "the state holds a removal item (remove_record), not a record: "
+                    "removals are updates, applied by the field's reducer",
+                    record_id=item["id"],
+                )

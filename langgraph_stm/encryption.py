@@ -38,9 +38,9 @@ from langgraph_stm.checkpoint._crypto import (
     PLAIN_METADATA,
     Keyring,
     KeySource,
-    ReencryptReport,
     generate_key,
     key_id,
 )
+from langgraph_stm.checkpoint._encryption import ReencryptReport
 
 __all__ = ["PLAIN_METADATA", "KeySource", "Keyring", "ReencryptReport", "generate_key", "key_id"]

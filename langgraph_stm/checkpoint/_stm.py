@@ -16,7 +16,7 @@ from langgraph.store.base import BaseStore
 from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm.checkpoint._audit import AuditLog
 from langgraph_stm.checkpoint._conflicts import Conflicts
-from langgraph_stm.checkpoint._crypto import Encryption
+from langgraph_stm.checkpoint._encryption import Encryption
 from langgraph_stm.checkpoint._export import ThreadExport
 from langgraph_stm.checkpoint._index import ThreadIndex
 from langgraph_stm.checkpoint._redact import Redaction

@@ -251,6 +251,18 @@ def touch_plan(d: Dialect, thread_id: str, now: float, ttl: float | None) -> Pla
     return None
 
 
+def shorten_plan(d: Dialect, thread_id: str, ttl: float) -> Plan:
+    """Give a thread its own TTL of at most ``ttl`` (a longer own TTL, or none, becomes
+    ``ttl``; a shorter one stays)."""
+    p = d.param
+    sql = (
+        f"UPDATE stm_lifecycle SET ttl_seconds = {p} "
+        f"WHERE thread_id = {p} AND (ttl_seconds IS NULL OR ttl_seconds > {p})"
+    )
+    yield Stmt(sql, [(ttl, thread_id, ttl)], many=True)
+    return None
+
+
 def undo_writes_plan(d: Dialect, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan:
     """Take back the pending writes of a checkpoint of a deleted thread (they were
     written before the check that refused them)."""

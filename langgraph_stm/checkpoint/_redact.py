@@ -95,6 +95,7 @@ __all__ = [
     "Redaction",
     "Redactor",
     "luhn_valid",
+    "redactions_in",
 ]
 
 DEFAULT_MARKER = "[REDACTED:{kind}]"
@@ -486,7 +487,8 @@ class Redactor:
         return result, total
 
 
-def _stored_count(metadata: CheckpointMetadata) -> int:
+def redactions_in(metadata: CheckpointMetadata) -> int:
+    """How many markers the state of the checkpoint with ``metadata`` holds."""
     count = cast(dict[str, Any], metadata).get(METADATA_KEY)
     return count if isinstance(count, int) else 0
 
@@ -575,10 +577,10 @@ class Redaction(SaverCore):
         """How many redaction markers the thread's latest stored state holds
         (``stm_redactions`` of its latest root checkpoint; 0 for an unknown thread)."""
         tup = self.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-        return 0 if tup is None else _stored_count(tup.metadata)
+        return 0 if tup is None else redactions_in(tup.metadata)
 
     async def aredaction_count(self, thread_id: str) -> int:
         """Async twin of :meth:`redaction_count`."""
         config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         tup = await self.aget_tuple(config)
-        return 0 if tup is None else _stored_count(tup.metadata)
+        return 0 if tup is None else redactions_in(tup.metadata)

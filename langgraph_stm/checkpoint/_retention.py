@@ -119,12 +119,14 @@ from langgraph_stm.checkpoint._lifecycle import (
     purge_plan,
     remove_plan,
     set_ttl_plan,
+    shorten_plan,
     touch_plan,
     ttl_seconds,
     undo_writes_plan,
     visibility_plan,
 )
 from langgraph_stm.checkpoint._pipeline import ids
+from langgraph_stm.checkpoint._redact import redactions_in
 from langgraph_stm.checkpoint._saver import SaverCore, bridged
 from langgraph_stm.checkpoint._tables import (
     Plan,
@@ -330,9 +332,13 @@ class Retention(Deletion):
         ttl: timedelta | float | None = None,
         clock: Callable[[], datetime] | None = None,
         deleted_grace: timedelta | float = timedelta(days=1),
+        secret_ttl: timedelta | float | None = None,
         **options: Any,
     ) -> None:
         self._life = Lifecycle.make(ttl, clock, deleted_grace)
+        self._secret_ttl = ttl_seconds(secret_ttl, "STMSaver(secret_ttl=...)")
+        if self._secret_ttl is not None and self._life.ttl is not None:
+            self._secret_ttl = min(self._secret_ttl, self._life.ttl)
         super().__init__(inner, **options)
 
     @property
@@ -358,6 +364,8 @@ class Retention(Deletion):
         # Every namespace's write is activity (a long subgraph keeps its thread alive);
         # only a root write may set the thread's own TTL.
         yield from touch_plan(d, thread_id, now, own)
+        if ns == "" and self._secret_ttl is not None and redactions_in(metadata):
+            yield from shorten_plan(d, thread_id, self._secret_ttl)  # a secret was seen
         return result
 
     @bridged("aput")

@@ -71,7 +71,9 @@ class STMSaver(Scope, Conflicts, Redaction, Encryption, AuditLog, ThreadIndex, T
       JWTs, passwords, private keys and Luhn-valid card numbers in messages, tool calls,
       tool results, structured fields, metadata and pending writes are replaced by typed
       markers (``[REDACTED:api_key]``) before anything reaches the database; the live
-      run is not altered, a resumed run sees the markers.
+      run is not altered, a resumed run sees the markers. With ``secret_ttl=`` a thread
+      in which a secret was found expires that long after its last write (or sooner, if
+      its own TTL is shorter).
     - **Encryption at rest** (``encryption_key=`` a key, a
       :class:`~langgraph_stm.encryption.Keyring` or a callable owner -> key): checkpoint
       blobs, pending writes, metadata values, message bodies, the projection and audit
@@ -124,6 +126,11 @@ class STMSaver(Scope, Conflicts, Redaction, Encryption, AuditLog, ThreadIndex, T
                 f"with, got {type(store).__name__}"
             )
         super().__init__(inner, **options)
+        if self._secret_ttl is not None and self.redactor is None:
+            raise InvalidArgumentError(
+                "STMSaver(secret_ttl=...) shortens the TTL of threads in which redaction "
+                "found a secret: it needs redact=True (or a Redactor)"
+            )
         self.store = store
 
     @classmethod

@@ -564,3 +564,51 @@ def test_sweep_of_10000_threads_on_postgres_runs_in_batches(postgres_uri: str) -
         check_batches(trace)
         assert conn.execute("SELECT COUNT(*) AS n FROM checkpoints").fetchone()["n"] == 0  # type: ignore[index]
         assert conn.execute("SELECT COUNT(*) AS n FROM stm_tombstones").fetchone()["n"] == THREADS  # type: ignore[index]
+
+
+SECRET = "sk-proj-" + "Zq9" * 16  # an OpenAI-style key the built-in detectors find
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+class TestSecretTTL:
+    """``secret_ttl=``: a thread in which redaction found a secret expires sooner."""
+
+    def test_a_thread_holding_a_secret_expires_after_secret_ttl(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        """ttl one day, secret_ttl one hour: the thread with a pasted key is gone after
+        an hour, the thread without one is still there."""
+        clock = Clock()
+        options = {"ttl": timedelta(days=1), "secret_ttl": HOUR, "clock": clock}
+        with open_saver(backend, request, redact=True, **options) as saver:
+            graph = chat(saver)
+            turn(graph, "clean")
+            leaked = HumanMessage(f"my key is {SECRET}", id="h-leak")
+            graph.invoke({"messages": [leaked]}, config("leaky"))
+            assert saver.redaction_count("leaky") == 1
+            clock.advance(minutes=59)
+            assert visible(saver, graph, "leaky") == SHOWN
+            clock.advance(minutes=2)
+            assert visible(saver, graph, "leaky") == HIDDEN
+            assert visible(saver, graph, "clean") == SHOWN
+            assert saver.sweep() == 1
+            assert thread_rows(saver, "leaky")["stm_lifecycle"] == 0
+
+    def test_a_shorter_own_ttl_is_kept(self, backend: str, request: pytest.FixtureRequest) -> None:
+        """A thread whose own TTL (10 minutes) is shorter than secret_ttl keeps it."""
+        clock = Clock()
+        with open_saver(backend, request, redact=True, secret_ttl=HOUR, clock=clock) as saver:
+            graph = chat(saver)
+            leaked = HumanMessage(f"token {SECRET}", id="h-leak")
+            graph.invoke({"messages": [leaked]}, config("short", ttl=timedelta(minutes=10)))
+            clock.advance(minutes=11)
+            assert visible(saver, graph, "short") == HIDDEN
+
+
+def test_secret_ttl_needs_redaction() -> None:
+    """Without redact= there is no secret to notice: the option is refused, as is a
+    TTL that is not positive."""
+    with pytest.raises(InvalidArgumentError, match="secret_ttl"):
+        STMSaver(InMemorySaver(), secret_ttl=HOUR)
+    with pytest.raises(InvalidArgumentError, match="secret_ttl"):
+        STMSaver(InMemorySaver(), redact=True, secret_ttl=-1)

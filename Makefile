@@ -10,9 +10,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 
-# the package with every backend, plus the dev tools of [dependency-groups] dev
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --group dev -e ".[all]"
+# the package with every backend, plus the dev tools of [dependency-groups] dev and
+# what the benchmarks compare against (their tests run in the suite)
+$(VENV)/.dev-installed: pyproject.toml benchmarks/requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --group dev -e ".[all]" -r benchmarks/requirements.txt
 	touch $@
 
 # the offline demo on the embedded default (SQLite file), no server, no API key
@@ -37,7 +38,7 @@ docs: $(VENV)/.dev-installed
 	$(BIN)/mkdocs build --strict --site-dir site
 
 bench: $(VENV)/.dev-installed
-	$(BIN)/python benchmarks/bench_tokens.py
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site stm-demo.sqlite*

@@ -11,13 +11,16 @@ the ratios to the bare saver. The workers are
 ``tests/support/load_worker.py``, the same ones the concurrency suite checks for lost
 and leaked writes (``tests/stress/test_concurrency_load.py``).
 
-    python benchmarks/bench_load.py [--workers 3] [--threads 8] [--turns 40] [--json PATH]
+    python benchmarks/bench_load.py [--workers 3] [--threads 8] [--turns 40]
+                                    [--skip-postgres] [--json PATH]
+
+Also reported as wall milliseconds per turn (the inverse), so that in
+``docs/benchmarks.md`` a baseline / ours ratio below 1 means ours is slower.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import sys
@@ -28,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_json import write_json
 
 from tests.support import load_worker
 from tests.support.load_worker import Load
@@ -85,12 +91,12 @@ def _postgres_database() -> tuple[str, Any]:
     return f"{base}/{name}", drop
 
 
-def run(workers: int, threads: int, turns: int) -> list[dict[str, Any]]:
-    """Rows ``{backend, plain, stm, stm_exclusive, stm_ratio, stm_exclusive_ratio}``
-    (speeds in turns per second; ratios to ``plain``)."""
+def run(workers: int, threads: int, turns: int, postgres: bool = True) -> list[dict[str, Any]]:
+    """Rows ``{backend, plain, stm, stm_exclusive, stm_ratio, stm_exclusive_ratio,
+    ms_per_turn: {variant: ms}}`` (speeds in turns per second; ratios to ``plain``)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend in ("sqlite", "postgres"):
+        for backend in ("sqlite", "postgres") if postgres else ("sqlite",):
             row: dict[str, Any] = {"backend": backend}
             for variant in VARIANTS:
                 if backend == "sqlite":
@@ -104,8 +110,25 @@ def run(workers: int, threads: int, turns: int) -> list[dict[str, Any]]:
                         drop()
             row["stm_ratio"] = row["stm"] / row["plain"]
             row["stm_exclusive_ratio"] = row["stm_exclusive"] / row["plain"]
+            row["ms_per_turn"] = {variant: 1000.0 / row[variant] for variant in VARIANTS}
             rows.append(row)
     return rows
+
+
+def report(data: dict[str, Any]) -> None:
+    """Print the rows of :func:`run` for a reader."""
+    total = data["workers"] * data["threads"] * data["turns"]
+    print(
+        f"{data['workers']} workers x {data['threads']} threads x {data['turns']} turns "
+        f"= {total} turns per variant"
+    )
+    print("turns/s      bare saver   STMSaver (ratio)   STMSaver exclusive_runs (ratio)")
+    for row in data["rows"]:
+        print(
+            f"{row['backend']:<10}{row['plain']:>13.1f}{row['stm']:>11.1f} "
+            f"({row['stm_ratio']:.2f}){row['stm_exclusive']:>22.1f} "
+            f"({row['stm_exclusive_ratio']:.2f})"
+        )
 
 
 def main() -> None:
@@ -113,20 +136,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--turns", type=int, default=40, help="turns per thread")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--json", default=None, help="also write the figures here (-: stdout)")
     args = parser.parse_args()
-    rows = run(args.workers, args.threads, args.turns)
-    total = args.workers * args.threads * args.turns
-    print(f"{args.workers} workers x {args.threads} threads x {args.turns} turns = {total} turns")
-    print("turns/s      bare saver   STMSaver (ratio)   STMSaver exclusive_runs (ratio)")
-    for row in rows:
-        print(
-            f"{row['backend']:<10}{row['plain']:>13.1f}{row['stm']:>11.1f} "
-            f"({row['stm_ratio']:.2f}){row['stm_exclusive']:>22.1f} "
-            f"({row['stm_exclusive_ratio']:.2f})"
-        )
-    if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=2))
+    rows = run(args.workers, args.threads, args.turns, postgres=not args.skip_postgres)
+    data = {"workers": args.workers, "threads": args.threads, "turns": args.turns, "rows": rows}
+    write_json(data, args.json, report)
 
 
 if __name__ == "__main__":

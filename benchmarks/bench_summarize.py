@@ -41,6 +41,7 @@ from langgraph.graph.message import add_messages
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_json import write_json
 from conversation import GOLD, TURNS, retained, turns
 
 from langgraph_stm import SummarizeNode, TokenCounter, build_context
@@ -248,16 +249,44 @@ def mid_system(messages: list[BaseMessage]) -> str:
     return "yes" if any(isinstance(m, SystemMessage) for m in messages[1:]) else "no"
 
 
-def report(runs: list[Run], full: Run, out: Callable[[str], None] = print) -> None:
+def section(title: str, runs: list[Run], full: Run) -> dict[str, Any]:
+    """One comparison as plain data: a row per system (the full history first)."""
     structured = [f for f in GOLD if f.structured]
     total_full = sum(full.tokens)
+    rows: list[dict[str, Any]] = []
+    for run in [full, *runs]:
+        if run.error:
+            rows.append({"name": run.name, "error": run.error})
+            continue
+        kept = retained(run.final_input)
+        kept_structured = [f for f in kept if f.structured]
+        rows.append(
+            {
+                "name": run.name,
+                "final_in": run.tokens[-1],
+                "mean_in": sum(run.tokens) / len(run.tokens),
+                "saved": 1 - sum(run.tokens) / total_full,
+                "gold": len(kept) / len(GOLD),
+                "structured": len(kept_structured) / len(structured),
+                "model_calls": run.model_calls,
+                "seconds": run.seconds,
+                "mid_system": mid_system(run.final_input),
+                "missing": [f.name for f in GOLD if f not in kept],
+            }
+        )
+    return {"title": title, "systems": rows}
+
+
+def report_section(data: dict[str, Any], out: Callable[[str], None] = print) -> None:
+    """Print one :func:`section` for a reader."""
+    n_structured = sum(f.structured for f in GOLD)
     out(
         f"conversation: {TURNS} turns; budgets: trigger={TRIGGER} keep={KEEP} "
         f"context={CONTEXT} summary<={SUMMARY_TOKENS} tokens (o200k_base, exact)"
     )
     out(
-        f"gold facts: {len(GOLD)} ({len(structured)} structured: goal, constraints, plan, "
-        "pending approval; 8 unstructured: decisions, error recoveries)"
+        f"gold facts: {len(GOLD)} ({n_structured} structured: goal, constraints, plan, "
+        f"pending approval; {len(GOLD) - n_structured} unstructured: decisions, error recoveries)"
     )
     out("")
     header = (
@@ -266,18 +295,14 @@ def report(runs: list[Run], full: Run, out: Callable[[str], None] = print) -> No
     )
     out(header)
     out("-" * len(header))
-    for run in [full, *runs]:
-        if run.error:
-            out(f"{run.name:<50} skipped: {run.error}")
+    for row in data["systems"]:
+        if "error" in row:
+            out(f"{row['name']:<50} skipped: {row['error']}")
             continue
-        kept = retained(run.final_input)
-        kept_structured = [f for f in kept if f.structured]
-        saved = 1 - sum(run.tokens) / total_full
         out(
-            f"{run.name:<50} {run.tokens[-1]:>8} {sum(run.tokens) / len(run.tokens):>8.0f} "
-            f"{saved:>6.1%} {len(kept) / len(GOLD):>6.1%} "
-            f"{len(kept_structured) / len(structured):>6.1%} {run.model_calls:>5} "
-            f"{run.seconds:>6.2f} {mid_system(run.final_input):>7}"
+            f"{row['name']:<50} {row['final_in']:>8} {row['mean_in']:>8.0f} "
+            f"{row['saved']:>6.1%} {row['gold']:>6.1%} {row['structured']:>6.1%} "
+            f"{row['model_calls']:>5} {row['seconds']:>6.2f} {row['mid_system']:>7}"
         )
     out("")
     out(
@@ -290,16 +315,22 @@ def report(runs: list[Run], full: Run, out: Callable[[str], None] = print) -> No
     )
     out("mid-sys: a SystemMessage after index 0 in the final model input (invariant 8).")
     out("")
-    for run in runs:
-        if run.error:
-            continue
-        missing = [f.name for f in GOLD if f not in retained(run.final_input)]
-        out(f"{run.name}: missing {missing or 'nothing'}")
+    for row in data["systems"][1:]:
+        if "error" not in row:
+            out(f"{row['name']}: missing {row['missing'] or 'nothing'}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.parse_args()
+def report(data: dict[str, Any]) -> None:
+    """Print every section of :func:`measure` for a reader."""
+    for i, part in enumerate(data["sections"]):
+        if i:
+            print()
+            print(f"--- {part['title']} ---")
+        report_section(part)
+
+
+def measure() -> dict[str, Any]:
+    """Every figure of the run, as plain data (what ``--json`` writes)."""
     full = full_history()
     offline = SummarizeNode(
         summarizer=ExtractiveSummarizer(),
@@ -324,11 +355,7 @@ def main() -> None:
         run_middleware(FactModel()),
         run_middleware(FactModel(), trim=None, label=" [no trim]"),
     ]
-    report(runs, full)
-    print()
-    print(
-        f"--- the same with a terse, lossy summary model (summaries capped at {TERSE} tokens) ---"
-    )
+    faithful = section("a faithful summary model", runs, full)
     terse_model = FactModel(cap=TERSE)
     terse = SummarizeNode(
         summarizer=terse_model,
@@ -337,7 +364,8 @@ def main() -> None:
         token_counter=COUNTER,
         max_summary_tokens=SUMMARY_TOKENS,
     )
-    report(
+    lossy = section(
+        f"the same with a terse, lossy summary model (summaries capped at {TERSE} tokens)",
         [
             run_ours("langgraph-stm (terse model)", terse, terse_model),
             run_langmem(FactModel(cap=TERSE), trigger=CONTEXT, label=" [trigger=4000, terse]"),
@@ -345,6 +373,27 @@ def main() -> None:
         ],
         full,
     )
+    return {
+        "turns": TURNS,
+        "budgets": {
+            "trigger": TRIGGER,
+            "keep": KEEP,
+            "context": CONTEXT,
+            "summary": SUMMARY_TOKENS,
+            "terse": TERSE,
+        },
+        "gold_facts": len(GOLD),
+        "sections": [faithful, lossy],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every figure as JSON to PATH ('-': stdout only)"
+    )
+    args = parser.parse_args()
+    write_json(measure(), args.json, report)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Encoding load time and message-counting throughput of TokenCounter.
 
-Run: python benchmarks/bench_tokens.py [--messages 10000]
+Run: python benchmarks/bench_tokens.py [--messages 10000] [--json PATH]
 
 Prints, for cl100k_base and o200k_base:
 - the time to build the encoding from the shipped files (fresh process, median of 3);
@@ -17,11 +17,16 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langgraph_stm import TokenCounter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_json import write_json
 
 WORDS = [
     *"invoice billing migrate schema field customer export retry error tool".split(),
@@ -68,16 +73,12 @@ def load_time(name: str) -> float:
     return statistics.median(runs)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--messages", type=int, default=10_000)
-    args = parser.parse_args()
-    msgs = history(args.messages)
-    print(f"history: {len(msgs)} messages")
+def measure(messages: int) -> dict[str, Any]:
+    """Every figure of the run, as plain data (what ``--json`` writes)."""
+    msgs = history(messages)
+    data: dict[str, Any] = {"messages": len(msgs), "encodings": {}}
     for name in ("cl100k_base", "o200k_base"):
-        print(
-            f"\n[{name}] encoding load (fresh process, median of 3): {load_time(name) * 1e3:.0f} ms"
-        )
+        load = load_time(name)
         counter = TokenCounter(encoding=name)
         t = time.perf_counter()
         total = counter(msgs)
@@ -90,20 +91,57 @@ def main() -> None:
         counter(msgs)
         step = time.perf_counter() - t
         msgs.pop()
-        print(f"  tokens in history: {total:,}")
-        print(f"  cold  : {cold * 1e3:8.1f} ms  {total / cold:14,.0f} tokens/s")
-        speedup = cold / warm
-        print(
-            f"  warm  : {warm * 1e3:8.1f} ms  {total / warm:14,.0f} tokens/s  ({speedup:.0f}x cold)"
-        )
-        print(f"  +1 msg: {step * 1e3:8.1f} ms  (recount after one new message)")
+        data["encodings"][name] = {
+            "load_ms": load * 1e3,
+            "tokens": total,
+            "cold_ms": cold * 1e3,
+            "cold_tokens_per_s": total / cold,
+            "warm_ms": warm * 1e3,
+            "warm_tokens_per_s": total / warm,
+            "warm_speedup": cold / warm,
+            "step_ms": step * 1e3,
+        }
     t = time.perf_counter()
     approx = count_tokens_approximately(msgs)
     elapsed = time.perf_counter() - t
+    exact = TokenCounter(encoding="o200k_base")(msgs)
+    data["approximate"] = {
+        "ms": elapsed * 1e3,
+        "estimate": approx,
+        "exact_o200k": exact,
+        "over_exact": approx / exact,
+    }
+    return data
+
+
+def report(data: dict[str, Any]) -> None:
+    """Print the figures of :func:`measure` for a reader."""
+    print(f"history: {data['messages']} messages")
+    for name, e in data["encodings"].items():
+        print(f"\n[{name}] encoding load (fresh process, median of 3): {e['load_ms']:.0f} ms")
+        print(f"  tokens in history: {e['tokens']:,}")
+        print(f"  cold  : {e['cold_ms']:8.1f} ms  {e['cold_tokens_per_s']:14,.0f} tokens/s")
+        print(
+            f"  warm  : {e['warm_ms']:8.1f} ms  {e['warm_tokens_per_s']:14,.0f} tokens/s  "
+            f"({e['warm_speedup']:.0f}x cold)"
+        )
+        print(f"  +1 msg: {e['step_ms']:8.1f} ms  (recount after one new message)")
+    a = data["approximate"]
     print(
-        f"\n[count_tokens_approximately] {elapsed * 1e3:.1f} ms, estimate {approx:,} tokens "
-        f"({approx / TokenCounter(encoding='o200k_base')(msgs):.2f}x the exact o200k count)"
+        f"\n[count_tokens_approximately] {a['ms']:.1f} ms, estimate {a['estimate']:,} tokens "
+        f"({a['over_exact']:.2f}x the exact o200k count)"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every figure as JSON to PATH ('-': stdout only)"
+    )
+    args = parser.parse_args()
+    data = measure(args.messages)
+    write_json(data, args.json, report)
 
 
 if __name__ == "__main__":

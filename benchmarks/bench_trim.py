@@ -14,7 +14,8 @@ starts the window at a human message (``start_on="human"``); ours is also shown 
 ``start_on="any"``. Budget use is the exact token count of the result divided by the
 budget. "broken" counts results that fail ``validate_history`` (a cut tool pair).
 
-Run: ``python benchmarks/bench_trim.py`` (``--quick`` for a smoke run).
+Run: ``python benchmarks/bench_trim.py`` (``--quick`` for a smoke run, ``--json PATH`` to
+also write every figure as JSON).
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -38,7 +42,15 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from langgraph_stm import TokenCounter, trim_history, validate_history
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_json import write_json
+
 BUDGET = 4_000
+SIZES = (1_000, 10_000)
+"""History lengths (messages) trimmed in the steady state."""
+OURS = "trim_history (cached exact)"
+TIKTOKEN = "trim_messages + tiktoken"
+APPROXIMATE = "trim_messages + approximate"
 WORDS = (
     "invoice customer refund ledger migration schema batch export region cutover webhook "
     "payment account retry timeout token replica traffic monitor report deadline policy "
@@ -131,18 +143,18 @@ def run(
     return Row(name, seconds, used, broken)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke run")
-    args = parser.parse_args()
-
+def measure(quick: bool = False, sizes: Sequence[int] = SIZES) -> dict[str, Any]:
+    """Every figure of the run, as plain data (what ``--json`` writes)."""
     exact = TokenCounter(encoding="o200k_base")  # measuring stick, cache warm
     uncached = TokenCounter(encoding="o200k_base", cache_size=0)  # (a): tiktoken, no cache
     sample, _ = make_history(1_000)
-    per_message = (exact(sample) - 3) / len(sample)
-    print(f"messages average {per_message:.1f} tokens (o200k_base); budget {BUDGET} tokens")
-
-    for size in (1_000, 10_000):
+    data: dict[str, Any] = {
+        "budget": BUDGET,
+        "tokens_per_message": (exact(sample) - 3) / len(sample),
+        "quick": quick,
+        "sizes": [],
+    }
+    for size in sizes:
         ours_counter = TokenCounter(encoding="o200k_base")
         cold_history, _ = make_history(size)
         start = time.perf_counter()
@@ -172,31 +184,63 @@ def main() -> None:
 
             return trim
 
-        slow_calls = 2 if args.quick else (5 if size > 1_000 else 20)
-        fast_calls = 20 if args.quick else 200
+        slow_calls = 2 if quick else (5 if size > 1_000 else 20)
+        fast_calls = 20 if quick else 200
         rows = [
-            run("trim_history (cached exact)", ours, size, fast_calls, exact),
+            run(OURS, ours, size, fast_calls, exact),
             run("trim_history start_on=any", ours_any, size, fast_calls, exact),
-            run("trim_messages + tiktoken", lc(uncached), size, slow_calls, exact),
-            run(
-                "trim_messages + approximate",
-                lc(count_tokens_approximately),
-                size,
-                fast_calls,
-                exact,
-            ),
+            run(TIKTOKEN, lc(uncached), size, slow_calls, exact),
+            run(APPROXIMATE, lc(count_tokens_approximately), size, fast_calls, exact),
         ]
         base = rows[0].mean_ms
-        print(f"\n{size:,} messages (first, cold-cache trim_history call: {cold_ms:.1f} ms)")
+        data["sizes"].append(
+            {
+                "messages": size,
+                "cold_ms": cold_ms,
+                "methods": {
+                    row.name: {
+                        "calls": len(row.seconds),
+                        "ms_per_call": row.mean_ms,
+                        "vs_ours": row.mean_ms / base,
+                        "budget_use": row.use,
+                        "broken": row.broken,
+                    }
+                    for row in rows
+                },
+            }
+        )
+    return data
+
+
+def report(data: dict[str, Any]) -> None:
+    """Print the figures of :func:`measure` for a reader."""
+    print(
+        f"messages average {data['tokens_per_message']:.1f} tokens (o200k_base); "
+        f"budget {data['budget']} tokens"
+    )
+    for point in data["sizes"]:
+        print(
+            f"\n{point['messages']:,} messages "
+            f"(first, cold-cache trim_history call: {point['cold_ms']:.1f} ms)"
+        )
         print(
             f"{'method':32} {'calls':>5} {'ms/call':>10} {'vs ours':>9} {'budget use':>10} broken"
         )
-        for row in rows:
-            ratio = row.mean_ms / base
+        for name, row in point["methods"].items():
             print(
-                f"{row.name:32} {len(row.seconds):5d} {row.mean_ms:10.2f} {ratio:8.1f}x "
-                f"{row.use:9.1%} {row.broken:6d}"
+                f"{name:32} {row['calls']:5d} {row['ms_per_call']:10.2f} {row['vs_ours']:8.1f}x "
+                f"{row['budget_use']:9.1%} {row['broken']:6d}"
             )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke run")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every figure as JSON to PATH ('-': stdout only)"
+    )
+    args = parser.parse_args()
+    write_json(measure(args.quick), args.json, report)
 
 
 if __name__ == "__main__":

@@ -27,17 +27,18 @@ Commits are counted on the connection handed to ``SqliteSaver``: its trace callb
 sees every statement SQLite runs, including the ``COMMIT`` that Python's sqlite3
 issues on ``conn.commit()`` (only when a transaction is open); a write statement run
 outside a transaction (autocommit mode, its own implicit transaction) counts as one
-commit too. Reported at turns 50, 200, 500 and 800 (those <= ``--turns``, plus
-``--turns`` itself when not listed): the median CPU and wall time of the 10 turns
-ending there, the mean commits per turn of those turns, and the file size (pages in
-use after ``PRAGMA wal_checkpoint(TRUNCATE)``); then derived ratios and the issue's
-targets as PASS/FAIL lines.
+commit too. Reported at turns 50, 200, 500 and 800 (or ``--points``; those <=
+``--turns``, plus ``--turns`` itself when not listed): the median CPU and wall time of
+the 10 turns ending there, the mean commits per turn of those turns, and the file
+size (pages in use after ``PRAGMA wal_checkpoint(TRUNCATE)``); then derived ratios and
+the issue's targets as PASS/FAIL lines.
 
 Run: ``python benchmarks/bench_turns.py`` (800 turns, many minutes: plain slows down;
-``--turns 6`` for a smoke run, ``--variants plain,ours_summary``, ``--json`` for all
-figures as JSON, ``--seed``; ``--profile 200`` prints a CPU-time cProfile of turn 200 of
-each variant, all threads merged, on stderr: that turn then runs slower, one sample of
-its window).
+``--turns 6`` for a smoke run, ``--variants plain,ours_summary``, ``--points 100,300``
+for other report points, ``--json`` for all figures as JSON instead of the report
+(``--json PATH``: the report, and the JSON written to PATH), ``--seed``; ``--profile
+200`` prints a CPU-time cProfile of turn 200 of each variant, all threads merged, on
+stderr: that turn then runs slower, one sample of its window).
 """
 
 from __future__ import annotations
@@ -475,7 +476,20 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=800)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="print every figure as JSON instead of the report; with PATH, print the report "
+        "and write the JSON to PATH",
+    )
+    parser.add_argument(
+        "--points",
+        default="",
+        metavar="T1,T2,...",
+        help=f"turns to report at (default {','.join(map(str, REPORT_AT))} up to --turns)",
+    )
     parser.add_argument(
         "--profile", type=int, default=0, metavar="TURN", help="cProfile TURN, on stderr"
     )
@@ -489,9 +503,11 @@ def main() -> None:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown or not variants or args.turns < 1:
         parser.error(f"--turns must be >= 1 and --variants a subset of {','.join(VARIANTS)}")
-    points = [p for p in REPORT_AT if p <= args.turns]
-    if args.turns not in points:
-        points.append(args.turns)
+    try:
+        listed = [int(p) for p in args.points.split(",") if p] or list(REPORT_AT)
+    except ValueError:
+        parser.error("--points must be turn numbers separated by commas, e.g. 50,100,200")
+    points = sorted({p for p in listed if 1 <= p <= args.turns} | {args.turns})
     runs = run(variants, args.turns, args.seed, points, args.profile, args.plain_uncached)
     data = figures(runs, points)
     data["targets"] = targets(data)
@@ -499,14 +515,18 @@ def main() -> None:
         turns=args.turns,
         seed=args.seed,
         budget=BUDGET,
+        window=WINDOW,
         durability="sync",
         plain_counter="uncached" if args.plain_uncached else "cached",
     )
+    if args.json != "-":
+        report(data)
     if args.json:
         data["targets"] = [{"target": t, "pass": ok} for t, ok in data["targets"]]
-        print(json.dumps(data, indent=2))
-    else:
-        report(data)
+        if args.json == "-":
+            print(json.dumps(data, indent=2))
+        else:
+            Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

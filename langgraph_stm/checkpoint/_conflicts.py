@@ -60,6 +60,7 @@ from langgraph.checkpoint.base import (
 from langgraph_stm._errors import CheckpointConflict, InvalidArgumentError
 from langgraph_stm.checkpoint._inner import (
     RUN_ENDING_CHANNELS,
+    RUNTIME_KEY,
     is_run_read,
     latest_in_memory,
     triggers_a_node,
@@ -161,23 +162,28 @@ def put_plan(
     thread_id: str,
     parent: str | None,
     token: str | None,
+    by_run: bool,
     after: Claim | None,
     now: float,
     plan: Plan,
 ) -> Plan:
     """Check a root checkpoint write against the thread's claim, then run ``plan`` and
-    move the claim to the new checkpoint (``after``; ``None``: the run ended)."""
+    move the claim to the new checkpoint (``after``; ``None``: the run ended). Only a
+    run (``by_run``) claims a new thread at its first write; ``update_state``, imports
+    and copies never claim."""
     held = yield from _live(d, thread_id, now)
     if token is not None:  # a run that claimed the thread at its read
         if held is not None and held.token != token:
             raise _conflict(thread_id, held, "this run writes on top of")
         mine = True
-    elif held is None:  # nobody holds it: only a new thread's first write claims it
-        mine = parent is None
-    elif parent is None or (held.checkpoint_id == parent and held.token != _ANONYMOUS):
+    elif held is None:  # nobody holds it: only a run's first write of a new thread claims
+        mine = parent is None and by_run
+    elif by_run and held.token == _ANONYMOUS and held.checkpoint_id == parent:
+        mine = True  # the run that started the thread goes on
+    elif parent is None or held.checkpoint_id == parent:
         raise _conflict(thread_id, held, "this write continues")
-    else:  # the anonymous holder continues, or an explicit fork from an older checkpoint
-        mine = held.checkpoint_id == parent
+    else:  # an explicit fork from an older checkpoint
+        mine = False
     result = yield from plan
     if mine:
         ended_at = None if held is None else held.ended_at
@@ -313,7 +319,9 @@ class Conflicts(SaverCore):
         after = None
         if triggers_a_node(checkpoint):
             after = Claim(token or _ANONYMOUS, str(checkpoint["id"]), now + self._lease)
-        return put_plan(self._tables.dialect, thread_id, parent, token, after, now, plan)
+        by_run = RUNTIME_KEY in config.get("configurable", {})
+        d = self._tables.dialect
+        return put_plan(d, thread_id, parent, token, by_run, after, now, plan)
 
     def _writes_plan(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]) -> Plan:
         thread_id, _, checkpoint_id = ids(config)

@@ -288,6 +288,30 @@ class TestExclusiveRuns:
             paused(saver, gate)
 
 
+class TestWritersThatAreNotRuns:
+    """update_state, import_thread: they never claim a thread, so a run right after
+    them is never refused."""
+
+    @pytest.mark.parametrize("backend", SYNC_BACKENDS)
+    def test_an_imported_thread_runs_at_once(
+        self, backend: str, request: pytest.FixtureRequest
+    ) -> None:
+        gate = Gate()
+        gate.release.set()
+        source = STMSaver(InMemorySaver())
+        paused(source, gate, thread="src")
+        document = source.export_thread("src")
+        with open_sync(backend, request) as saver:
+            saver.import_thread(document, thread_id="t1")
+            assert claims(saver) == []
+            graph = gated_graph(saver, gate)
+            graph.update_state(cfg(), {"goal": "set by an operator"})
+            assert claims(saver) == []
+            graph.invoke(Command(resume="w1"), cfg())
+            assert gate.runs == ["w1"]
+            assert claims(saver) == []
+
+
 class TestOptions:
     def test_off_by_default_no_claim_is_taken(self) -> None:
         """Without the option two resumes both run: the behaviour LangGraph has."""

@@ -74,14 +74,14 @@ from langgraph_stm.checkpoint._tables import ThreadRow
 
 __all__ = [
     "CIPHER_NAME",
+    "PLAIN_METADATA",
+    "SUFFIX",
+    "TOKEN_PREFIX",
     "Crypt",
     "KeySource",
     "Keyring",
-    "PLAIN_METADATA",
     "Resolver",
-    "SUFFIX",
     "StmCipher",
-    "TOKEN_PREFIX",
     "generate_key",
     "is_token",
     "key_error",

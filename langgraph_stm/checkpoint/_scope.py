@@ -72,7 +72,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_stm._errors import InvalidArgumentError, ThreadScopeError
-from langgraph_stm.checkpoint._export import ThreadDocument
+from langgraph_stm.checkpoint._document import ThreadDocument
 from langgraph_stm.checkpoint._lifecycle import Lifecycle
 from langgraph_stm.checkpoint._pipeline import ids
 from langgraph_stm.checkpoint._retention import _ALL, DeletionReport, _batch_size

@@ -44,7 +44,7 @@ from typing_extensions import TypedDict
 from langgraph_stm import STMState, SummarizeNode
 from langgraph_stm._errors import InvalidArgumentError
 from langgraph_stm.checkpoint import STMSaver
-from langgraph_stm.checkpoint._export import SCHEMA, VERSION
+from langgraph_stm.checkpoint._document import SCHEMA, VERSION
 
 _Saver = STMSaver
 

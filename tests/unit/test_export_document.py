@@ -1,4 +1,4 @@
-"""The thread document of ``_export``: built, checked and decoded without a database."""
+"""The thread document of ``_document``: built, checked and decoded without a database."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 
 from langgraph_stm._errors import InvalidArgumentError
-from langgraph_stm.checkpoint._export import (
+from langgraph_stm.checkpoint._document import (
     SCHEMA,
     VERSION,
     ThreadDocument,

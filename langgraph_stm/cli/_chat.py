@@ -65,12 +65,12 @@ from langgraph_stm.checkpoint import STMSaver
 from langgraph_stm.cli._agent import (
     CONTEXT_TOKENS,
     Ledger,
-    ScriptedChatModel,
     build_agent_graph,
     ledger_path,
     model_input,
 )
 from langgraph_stm.cli._common import IO, CLIError
+from langgraph_stm.cli._model import ScriptedChatModel
 
 __all__ = ["StagedSaver", "register"]
 

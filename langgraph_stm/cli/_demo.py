@@ -52,8 +52,9 @@ from langgraph_stm._context import ContextResult
 from langgraph_stm._state import STM_FIELDS
 from langgraph_stm._tokens import TokenCounter
 from langgraph_stm.checkpoint import STMSaver
-from langgraph_stm.cli._agent import Ledger, ScriptedChatModel, build_agent_graph, ledger_path
+from langgraph_stm.cli._agent import Ledger, build_agent_graph, ledger_path
 from langgraph_stm.cli._common import IO, CLIError
+from langgraph_stm.cli._model import ScriptedChatModel
 
 __all__ = ["DEMO_THREAD", "MIN_TURNS", "demo_script", "register", "run_demo"]
 

@@ -26,12 +26,12 @@ from langgraph_stm import STMSaver, STMState, TokenCounter
 from langgraph_stm.cli import main
 from langgraph_stm.cli._agent import (
     Ledger,
-    ScriptedChatModel,
     build_agent_graph,
     ledger_path,
     model_input,
 )
 from langgraph_stm.cli._chat import StagedSaver
+from langgraph_stm.cli._model import ScriptedChatModel
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -28,10 +28,10 @@ from langgraph_stm.cli._agent import (
     CONTEXT_TOKENS,
     SYSTEM_PROMPT,
     Ledger,
-    ScriptedChatModel,
     build_agent_graph,
     ledger_path,
 )
+from langgraph_stm.cli._model import ScriptedChatModel
 from langgraph_stm.tools import offload_namespace
 
 TURNS = 16

@@ -59,7 +59,7 @@ import builtins
 import contextvars
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -515,6 +515,26 @@ class Scope(SaverCore):
             await self._acheck(str(thread_id), caller)
         with _checked():
             return cast(DeletionReport, await sup.adelete_thread(thread_id))
+
+    def set_ttl(
+        self, thread_id: str, ttl: timedelta | float | None, *, owner: str | None = None
+    ) -> None:
+        """Give ``owner``'s thread its own TTL (see ``Retention.set_ttl``):
+        :class:`ThreadScopeError`, and nothing changed, for another owner's (a shorter
+        TTL would delete it)."""
+        caller = self._owner_arg(owner)
+        if self._scoped():
+            self._check(str(thread_id), caller)
+        super().set_ttl(thread_id, ttl)  # type: ignore[misc]
+
+    async def aset_ttl(
+        self, thread_id: str, ttl: timedelta | float | None, *, owner: str | None = None
+    ) -> None:
+        """Async twin of :meth:`set_ttl`."""
+        caller = self._owner_arg(owner)
+        if self._scoped():
+            await self._acheck(str(thread_id), caller)
+        await super().aset_ttl(thread_id, ttl)  # type: ignore[misc]
 
     @bridged("aexport_thread")
     def export_thread(self, thread_id: str, *, owner: str | None = None) -> ThreadDocument:

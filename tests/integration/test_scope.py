@@ -218,6 +218,27 @@ def test_a_tenant_cannot_touch_another_tenants_thread(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_tenant_cannot_change_another_tenants_ttl(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """set_ttl on another owner's thread (which could make it expire at once) is refused
+    and changes nothing; the owner's own call works."""
+    clock = Clock()
+    with open_saver(backend, request, clock=clock) as saver:
+        graph = chat(saver)
+        graph.invoke(start("ta"), cfg("ta", "A"))
+        with pytest.raises(ThreadScopeError) as exc:
+            saver.set_ttl("ta", timedelta(seconds=1), owner="B")
+        refused(exc, "ta", "B")
+        with pytest.raises(ThreadScopeError):
+            saver.set_ttl("ta", timedelta(seconds=1))
+        clock.now += timedelta(minutes=5)
+        assert saver.get_thread_state("ta", owner="A") is not None
+        saver.set_ttl("ta", timedelta(seconds=1), owner="A")
+        assert saver.get_thread_state("ta", owner="A") is None  # expired: it reads as absent
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_thread_written_without_an_owner_stays_open_only_without_one(
     backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -8,11 +8,12 @@ one line on stderr and returns its exit code, never a traceback.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass, field
 from typing import TextIO
 
-__all__ = ["IO", "CLIError"]
+__all__ = ["IO", "CLIError", "positive_int"]
 
 
 class CLIError(Exception):
@@ -30,3 +31,14 @@ class IO:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     inp: TextIO = field(default_factory=lambda: sys.stdin)
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type=``: a whole number >= 1, else a usage error naming the text."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value

@@ -41,7 +41,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from langgraph_stm.cli._common import IO
+from langgraph_stm.cli._common import IO, positive_int
 from langgraph_stm.cli._render import show
 from langgraph_stm.cli._store import add_database_options, open_saver
 
@@ -69,16 +69,6 @@ def _gc(args: argparse.Namespace, io: IO) -> int:
     return 0
 
 
-def _batch(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
 def register(commands: Any) -> None:
     """Add ``gc`` to the command line."""
     gc = commands.add_parser("gc", help="sweep expired threads and vacuum unreferenced rows")
@@ -86,7 +76,7 @@ def register(commands: Any) -> None:
     gc.add_argument("--dry-run", action="store_true", help="only report what would be removed")
     gc.add_argument(
         "--batch-size",
-        type=_batch,
+        type=positive_int,
         default=500,
         metavar="N",
         help="threads deleted per transaction (default 500)",

@@ -48,7 +48,7 @@ from langgraph_stm._errors import STMError
 from langgraph_stm._tokens import TokenCounter
 from langgraph_stm._units import group_units
 from langgraph_stm.checkpoint import STMSaver, ThreadState
-from langgraph_stm.cli._common import IO, CLIError
+from langgraph_stm.cli._common import IO, CLIError, positive_int
 from langgraph_stm.cli._render import as_json_text, show
 from langgraph_stm.cli._store import add_database_options, open_saver, thread_config
 
@@ -279,16 +279,6 @@ def _delete(args: argparse.Namespace, io: IO) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
 def _model(text: str) -> str:
     try:
         TokenCounter(model=text)
@@ -315,7 +305,7 @@ def register(commands: Any) -> None:
         return parser
 
     listing = action("list", "list the threads, most recently updated first", _list, thread=False)
-    listing.add_argument("--limit", type=_positive, metavar="N", help="at most N threads")
+    listing.add_argument("--limit", type=positive_int, metavar="N", help="at most N threads")
     detail = action("show", "show one thread's state, context size and approvals", _show)
     detail.add_argument(
         "--model",
@@ -325,7 +315,7 @@ def register(commands: Any) -> None:
     )
     detail.add_argument(
         "--max-tokens",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_MAX_TOKENS,
         metavar="N",
         help=f"context budget to assemble within (default {DEFAULT_MAX_TOKENS})",

@@ -20,7 +20,7 @@ from langgraph_stm.checkpoint._encryption import Encryption
 from langgraph_stm.checkpoint._export import ThreadExport
 from langgraph_stm.checkpoint._index import ThreadIndex
 from langgraph_stm.checkpoint._redact import Redaction
-from langgraph_stm.checkpoint._scope import Scope
+from langgraph_stm.checkpoint._scope_threads import Scope
 
 __all__ = ["STMSaver"]
 

@@ -132,7 +132,7 @@ from langgraph_stm.checkpoint._tables import (
     Plan,
 )
 
-__all__ = ["Deletion", "DeletionReport", "Retention"]
+__all__ = ["Deletion", "DeletionReport", "Expiry", "Retention"]
 
 _ALL = 2**62
 """A ``LIMIT`` that takes every row (both dialects; ``expired_plan`` slices with it)."""
@@ -321,8 +321,9 @@ class Deletion(SaverCore):
         )
 
 
-class Retention(Deletion):
-    """TTL, sweep and tombstones for :class:`STMSaver` (see the module doc)."""
+class Expiry(Deletion):
+    """TTL and tombstones on the checkpoint path (see the module doc): the write guard,
+    the lifecycle row, expired threads hidden from every read."""
 
     def __init__(
         self,
@@ -585,6 +586,12 @@ class Retention(Deletion):
         return await super().aget_delta_channel_history(config=config, channels=channels)
 
     # -- TTL and sweep ---------------------------------------------------------------------
+
+
+class Retention(Expiry):
+    """The TTL methods of :class:`STMSaver` (see the module doc): ``set_ttl``,
+    ``expired_threads`` and ``sweep``, with their async twins."""
+
     @bridged("aset_ttl")
     def set_ttl(self, thread_id: str, ttl: timedelta | float | None) -> None:
         """Give ``thread_id`` its own TTL (``None``: the saver's again), counted from its

@@ -79,6 +79,7 @@ from langgraph.func import task
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_stm._errors import InvalidArgumentError, SummarizationError
+from langgraph_stm._model_summarizer import ChatModelSummarizer
 from langgraph_stm._node import StateNode, graph_run
 from langgraph_stm._policy import (
     Meter,
@@ -96,7 +97,6 @@ from langgraph_stm._policy import (
 from langgraph_stm._state import Constraint, PlanStep, Summary, SummaryCoverage, check_state_values
 from langgraph_stm._summarizers import (
     DEFAULT_MAX_SUMMARY_TOKENS,
-    ChatModelSummarizer,
     ExtractiveSummarizer,
     Summarizer,
     SummaryDraft,

@@ -7,8 +7,8 @@ Example:
     True
 """
 
+from langgraph_stm._model_summarizer import ChatModelSummarizer
 from langgraph_stm._summarizers import (
-    ChatModelSummarizer,
     ExtractiveSummarizer,
     Summarizer,
     SummaryDraft,

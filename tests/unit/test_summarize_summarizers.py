@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables.retry import ExponentialJitterParams
 
 from langgraph_stm import SummarizeNode, TokenCounter
-from langgraph_stm._summarizers import EXPECTED_KEYS, parse_draft
+from langgraph_stm._model_summarizer import EXPECTED_KEYS, parse_draft
 from langgraph_stm.errors import InvalidArgumentError, SummarizationError
 from langgraph_stm.summarizers import (
     ChatModelSummarizer,
